@@ -2,7 +2,9 @@ package controller_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,4 +42,38 @@ func TestAClaimThatWaitsForItsConsumerDoesNotHoldTheWaves(t *testing.T) {
 	if phase, _, _ := unstructured.NestedString(claim.Object, "status", "phase"); phase != "Pending" {
 		t.Fatalf("the claim is %q: the test needs one that waits, Pending", phase)
 	}
+}
+
+// TestAnUnreadStorageClassIsNamedInHealth: a tenant's add-on applies as
+// the controller's own account, which may not read StorageClasses; its
+// Pending claim is waited for until Bound, and the Healthy condition
+// names the StorageClass, what failed and what to grant, rather than
+// only that the claim is not Bound.
+func TestAnUnreadStorageClassIsNamedInHealth(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	mode := storagev1.VolumeBindingWaitForFirstConsumer
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "unread-" + ns}, Provisioner: "example.com/none", VolumeBindingMode: &mode}
+	if err := admin.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), class) })
+	url, _ := charts.publish(t, chart{name: "unreadclass", version: "1.0.0", files: map[string]string{
+		"templates/pvc.yaml": "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n" +
+			"spec:\n  storageClassName: unread-" + ns + "\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+	}})
+	a := create(t, newAddon(ns, "uc", url))
+	want := []string{`StorageClass "unread-` + ns + `" could not be read`, "the controller's account may not get storageclasses (storage.k8s.io)", "grant it get on storageclasses"}
+	waitFor(t, a, 90*time.Second, "a Healthy condition that names the StorageClass it could not read", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionHealthy)
+		if c == nil {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(c.Message, w) {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,15 +50,17 @@ const (
 //
 // A Job the chart creates suspended (createdSuspended) is Current. A
 // claim that waits for its first consumer (claimWaitsForConsumer) is
-// Current: bindingMode reads its StorageClass's volumeBindingMode, "" when
-// it cannot, and a nil bindingMode reads none.
+// Current: bindingMode reads its StorageClass's volumeBindingMode, and a
+// nil bindingMode reads none. One whose StorageClass cannot be read
+// (bindingMode's error, a storageClassUnread) is judged as kstatus judges
+// it, and its reason ends with why the class was not read and what to do.
 //
 // An object whose status kstatus cannot read (status.conditions a map, a
 // condition's status a bool, status.observedGeneration a string) is not
 // Current, and the reason says so: it is one object's fault, and an error
 // would end the whole look, so that no other object would be judged, the
 // add-on would never be Ready and no later wave would be applied.
-func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, bindingMode func(class string) string) (current, failed bool, why string) {
+func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, bindingMode func(class string) (string, error)) (current, failed bool, why string) {
 	ref := capstanv1.RefOf(obj)
 	if live == nil {
 		return false, false, ref.Describe() + ": does not exist yet"
@@ -79,8 +82,13 @@ func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, b
 	if err != nil {
 		return false, false, fmt.Sprintf("%s: its status cannot be read: %v; set spec.healthChecks for this kind", ref.Describe(), err)
 	}
-	if class, ok := claimWaitsForConsumer(live); ok && bindingMode != nil && bindingMode(class) == string(storagev1.VolumeBindingWaitForFirstConsumer) {
-		return true, false, ""
+	var unread error
+	if class, ok := claimWaitsForConsumer(live); ok && bindingMode != nil {
+		mode, err := bindingMode(class)
+		if mode == string(storagev1.VolumeBindingWaitForFirstConsumer) {
+			return true, false, ""
+		}
+		unread = err
 	}
 	switch res.Status {
 	case status.CurrentStatus:
@@ -91,6 +99,9 @@ func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, b
 	msg := res.Message
 	if msg == "" {
 		msg = string(res.Status)
+	}
+	if unread != nil {
+		msg += "; " + unread.Error()
 	}
 	return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg)
 }
@@ -207,23 +218,77 @@ func claimWaitsForConsumer(live *unstructured.Unstructured) (class string, ok bo
 const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
 
 // bindingMode reads the volumeBindingMode of a StorageClass as the
-// applying identity, once per reconcile; "" when it cannot be read (it is
-// gone, or not the identity's to read), and the claim is judged as
-// kstatus judges it.
-func (s *scope) bindingMode(ctx context.Context) func(class string) string {
-	return func(class string) string {
-		if mode, ok := s.bindingModes[class]; ok {
-			return mode
+// applying identity, once per reconcile (the field cannot change, and a
+// read that failed is tried again at the next look). A class that is
+// gone, or that the identity may not read, or a read that failed, is a
+// storageClassUnread: the claim is then judged as kstatus judges it, and
+// its reason says which class and what to do.
+func (s *scope) bindingMode(ctx context.Context) func(class string) (string, error) {
+	return func(class string) (string, error) {
+		if read, ok := s.bindingModes[class]; ok {
+			return read.mode, read.err
 		}
-		mode := ""
+		var read classRead
 		sc, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass", Name: class})
-		if err == nil && sc != nil {
-			mode, _, _ = unstructured.NestedString(sc.Object, "volumeBindingMode")
+		switch {
+		case err != nil:
+			read.err = &storageClassUnread{class: class, who: s.storageClassReader(), err: err}
+		case sc == nil:
+			read.err = &storageClassUnread{class: class, who: s.storageClassReader()}
+		default:
+			read.mode, _, _ = unstructured.NestedString(sc.Object, "volumeBindingMode")
 		}
 		if s.bindingModes == nil {
-			s.bindingModes = map[string]string{}
+			s.bindingModes = map[string]classRead{}
 		}
-		s.bindingModes[class] = mode
-		return mode
+		s.bindingModes[class] = read
+		return read.mode, read.err
 	}
 }
+
+// classRead is what bindingMode read of one StorageClass: its
+// volumeBindingMode, or why it has none.
+type classRead struct {
+	mode string
+	err  error
+}
+
+// storageClassReader names the account that reads StorageClasses for this
+// add-on's health: the one spec.kubeConfig names in another cluster, the
+// add-ons account for the cluster profile, and the controller's own for
+// the restricted profile.
+func (s *scope) storageClassReader() string {
+	switch {
+	case s.cluster != nil && s.cluster.server != "":
+		return s.cluster.as
+	case s.profile == capstanv1.ProfileRestricted:
+		return "the controller's account"
+	default:
+		return "the add-ons account"
+	}
+}
+
+// storageClassUnread is a StorageClass that a Pending claim names and
+// that health could not read: err is the read's error, nil when the class
+// does not exist; who is the account that read it. Without the class's
+// volumeBindingMode, a claim that waits for its first consumer cannot be
+// told from a stuck one, so it is waited for until Bound, and its reason
+// says why.
+type storageClassUnread struct {
+	class, who string
+	err        error
+}
+
+func (e *storageClassUnread) Error() string {
+	const unknown = "so whether the claim waits for its first consumer (volumeBindingMode: WaitForFirstConsumer) is unknown, and it is waited for until Bound"
+	switch {
+	case e.err == nil || apierrors.IsNotFound(e.err):
+		return fmt.Sprintf("its StorageClass %q does not exist, %s: create that StorageClass, or have the claim name one that exists", e.class, unknown)
+	case apierrors.IsForbidden(e.err):
+		return fmt.Sprintf("its StorageClass %q could not be read: %s may not get storageclasses (storage.k8s.io), %s: grant it get on storageclasses in a ClusterRole", e.class, e.who, unknown)
+	default:
+		return fmt.Sprintf("reading its StorageClass %q failed, %s; the next look reads it again: %v", e.class, unknown, e.err)
+	}
+}
+
+func (e *storageClassUnread) Unwrap() error { return e.err }

@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/health"
@@ -296,8 +299,12 @@ func TestAClaimThatWaitsForItsConsumerIsCurrent(t *testing.T) {
 		}
 		return healthObj("v1", "PersistentVolumeClaim", opts...)
 	}
-	modes := func(class string) string {
-		return map[string]string{"late": "WaitForFirstConsumer", "now": "Immediate"}[class]
+	modes := func(class string) (string, error) {
+		mode, ok := map[string]string{"late": "WaitForFirstConsumer", "now": "Immediate"}[class]
+		if !ok {
+			return "", &storageClassUnread{class: class, who: "the add-ons account"}
+		}
+		return mode, nil
 	}
 	selected := func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{"volume.kubernetes.io/selected-node": "node-1"})
@@ -305,7 +312,7 @@ func TestAClaimThatWaitsForItsConsumerIsCurrent(t *testing.T) {
 	cases := []struct {
 		name  string
 		obj   *unstructured.Unstructured
-		modes func(string) string
+		modes func(string) (string, error)
 		want  bool
 	}{
 		{"waiting for its first consumer", claim("late"), modes, true},
@@ -321,6 +328,52 @@ func TestAClaimThatWaitsForItsConsumerIsCurrent(t *testing.T) {
 		if current != c.want || failed {
 			t.Errorf("%s: current %v, failed %v (%q); want current %v", c.name, current, failed, why, c.want)
 		}
+	}
+}
+
+// TestAnUnreadStorageClassIsNamed: a Pending claim whose StorageClass
+// health could not read is waited for until Bound, and its reason names
+// the class, what failed and what to do, rather than only that the claim
+// is not Bound.
+func TestAnUnreadStorageClassIsNamed(t *testing.T) {
+	claim := healthObj("v1", "PersistentVolumeClaim", withField("Pending", "status", "phase"), withField("fast", "spec", "storageClassName"))
+	gr := schema.GroupResource{Group: "storage.k8s.io", Resource: "storageclasses"}
+	for _, c := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"forbidden", apierrors.NewForbidden(gr, "fast", errors.New("RBAC: access denied")),
+			[]string{`StorageClass "fast" could not be read`, "the controller's account may not get storageclasses (storage.k8s.io)", "grant it get on storageclasses in a ClusterRole", "waited for until Bound"}},
+		{"not found", nil,
+			[]string{`StorageClass "fast" does not exist`, "create that StorageClass, or have the claim name one that exists"}},
+		{"not found, as an error", apierrors.NewNotFound(gr, "fast"),
+			[]string{`StorageClass "fast" does not exist`}},
+		{"the API server failing", apierrors.NewServiceUnavailable("etcd is down"),
+			[]string{`reading its StorageClass "fast" failed`, "the next look reads it again", "etcd is down"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			read := func(class string) (string, error) {
+				return "", &storageClassUnread{class: class, who: "the controller's account", err: c.err}
+			}
+			current, failed, why := objectHealth(claim, claim, nil, read)
+			if current || failed {
+				t.Fatalf("current %v, failed %v (%q); want a claim waited for", current, failed, why)
+			}
+			if !strings.HasPrefix(why, "PersistentVolumeClaim ") {
+				t.Errorf("reason %q; want it to name the claim first", why)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(why, w) {
+					t.Errorf("reason %q; want it to say %q", why, w)
+				}
+			}
+		})
+	}
+	// A class that was read names nothing of the read.
+	read := func(string) (string, error) { return "Immediate", nil }
+	if _, _, why := objectHealth(claim, claim, nil, read); strings.Contains(why, "StorageClass") {
+		t.Errorf("reason %q; want no word of a read that worked", why)
 	}
 }
 

@@ -153,9 +153,9 @@ type scope struct {
 	// health step and for a held add-on's judgement.
 	checks *health.Checks
 	// bindingModes are the volumeBindingMode of the StorageClasses a
-	// Pending claim named, read once in a reconcile (claimWaitsForConsumer):
-	// the field cannot change.
-	bindingModes map[string]string
+	// Pending claim named, or why it could not be read, read once in a
+	// reconcile (claimWaitsForConsumer): the field cannot change.
+	bindingModes map[string]classRead
 	// hooklessApply: this reconcile recorded an apply that ran no hooks,
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool
