@@ -156,6 +156,9 @@ type scope struct {
 	// Pending claim named, or why it could not be read, read once in a
 	// reconcile (claimWaitsForConsumer): the field cannot change.
 	bindingModes map[string]classRead
+	// continuing is continuesSync's answer, worked out at its first use
+	// once the preview has the plan's changes; nil until then.
+	continuing *bool
 	// hooklessApply: this reconcile recorded an apply that ran no hooks,
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool

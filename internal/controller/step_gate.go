@@ -99,15 +99,25 @@ func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.W
 // sync, which needs its own approval; so does a plan that changes
 // anything else.
 //
+// The answer is worked out once a reconcile, at its first use, which
+// comes once the preview knows the plan's changes (s.changes): the
+// preview's CRD check (appliesNow), the gate, and the sync's record
+// (beginSync) all ask it, and nothing it reads changes between them but
+// the record the gate drops when the answer is no.
+//
 // NOTE: the render's inputs alone do not bind it: the render reads the
 // cluster too (.Capabilities, as a CRD appears or the Kubernetes version
 // changes), and a live object the approved plan left as it was may have
 // drifted since; neither was approved.
 func (s *scope) continuesSync() bool {
-	b := s.addon.Status.SyncInProgress
-	return b != nil && s.render != nil && b.Generation == s.addon.Generation && b.RenderHash == s.render.Hash &&
-		b.SyncRequest == s.addon.Spec.SyncRequest && s.addon.Spec.SyncRequest > s.addon.Status.LastSyncRequest &&
-		plan.Within(s.changes, b.Changes)
+	if s.continuing == nil {
+		b := s.addon.Status.SyncInProgress
+		c := b != nil && s.render != nil && b.Generation == s.addon.Generation && b.RenderHash == s.render.Hash &&
+			b.SyncRequest == s.addon.Spec.SyncRequest && s.addon.Spec.SyncRequest > s.addon.Status.LastSyncRequest &&
+			plan.Within(s.changes, b.Changes)
+		s.continuing = &c
+	}
+	return *s.continuing
 }
 
 // appliesNow reports whether a plan made of in would be applied by this
