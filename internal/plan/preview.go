@@ -613,9 +613,9 @@ func (e *DryRunError) Retrying() string {
 	var netErr net.Error
 	what := e.Ref.Describe()
 	var why string
-	switch {
-	case apply.WebhookCallFailed(e.Err) && apply.WebhookCalled(e.Err.Error()) != "":
-		why = "the API server could not call the admission webhook " + strconv.Quote(apply.WebhookCalled(e.Err.Error())) + " for the dry run of " + what
+	switch webhook := apply.FailedWebhook(e.Err); {
+	case webhook != "":
+		why = "the API server could not call the admission webhook " + strconv.Quote(webhook) + " for the dry run of " + what
 	case apierrors.IsServerTimeout(e.Err), apierrors.IsTimeout(e.Err), errors.Is(e.Err, context.DeadlineExceeded):
 		why = "the API server did not answer the dry run of " + what + " in time"
 	case apierrors.IsTooManyRequests(e.Err):
