@@ -53,6 +53,11 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
+// NOTE: get on StorageClasses lets health tell a tenant's claim that waits
+// for its first consumer from a stuck one (a tenant's add-on is judged as
+// the controller's own account); a StorageClass holds nothing secret.
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get
+
 // AddonReconciler reconciles Addons.
 type AddonReconciler struct {
 	// Reconciled, when set, is told of each reconcile's Addon as it

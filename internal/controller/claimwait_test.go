@@ -32,7 +32,8 @@ func TestAClaimThatWaitsForItsConsumerDoesNotHoldTheWaves(t *testing.T) {
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: after\ndata: {k: v}\n",
 	}})
 	// NOTE: an add-on of the controller's namespace: the StorageClass is
-	// read as the applying identity, and a tenant's may not read it.
+	// read as the applying identity (TestATenantsClaimIsJudgedByItsStorageClass
+	// has a tenant's).
 	a := create(t, newAddon(controllerNS, "lc-"+ns[len(ns)-5:], url, withTarget(ns)))
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
 	if live(t, "v1", "ConfigMap", ns, "after") == nil {
@@ -44,27 +45,37 @@ func TestAClaimThatWaitsForItsConsumerDoesNotHoldTheWaves(t *testing.T) {
 	}
 }
 
-// TestAnUnreadStorageClassIsNamedInHealth: a tenant's add-on applies as
-// the controller's own account, which may not read StorageClasses; its
-// Pending claim is waited for until Bound, and the Healthy condition
-// names the StorageClass, what failed and what to grant, rather than
-// only that the claim is not Bound.
-func TestAnUnreadStorageClassIsNamedInHealth(t *testing.T) {
+// TestATenantsClaimIsJudgedByItsStorageClass: a tenant's add-on is judged
+// as the controller's own account, which may get StorageClasses: its
+// claim of a class that binds for its first consumer is Current while it
+// waits, and a claim of a class that does not exist is waited for until
+// Bound, with a Healthy condition that names the class and what to do,
+// rather than only that the claim is not Bound.
+func TestATenantsClaimIsJudgedByItsStorageClass(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "unread-" + ns}, Provisioner: "example.com/none", VolumeBindingMode: &mode}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + ns}, Provisioner: "example.com/none", VolumeBindingMode: &mode}
 	if err := admin.Create(ctx, class); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), class) })
-	url, _ := charts.publish(t, chart{name: "unreadclass", version: "1.0.0", files: map[string]string{
-		"templates/pvc.yaml": "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n" +
-			"spec:\n  storageClassName: unread-" + ns + "\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
-	}})
-	a := create(t, newAddon(ns, "uc", url))
-	want := []string{`StorageClass "unread-` + ns + `" could not be read`, "the controller's account may not get storageclasses (storage.k8s.io)", "grant it get on storageclasses"}
-	waitFor(t, a, 90*time.Second, "a Healthy condition that names the StorageClass it could not read", func(cur *capstanv1.Addon) bool {
+	claim := func(class string) string {
+		return "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n" +
+			"spec:\n  storageClassName: " + class + "\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n"
+	}
+	waits, _ := charts.publish(t, chart{name: "tenantclaim", version: "1.0.0", files: map[string]string{"templates/pvc.yaml": claim("tenant-" + ns)}})
+	a := create(t, newAddon(ns, "tc", waits))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if c := condition(got, capstanv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("a tenant's claim that waits for its first consumer is not Ready: %s", describeStatus(got))
+	}
+
+	other := newNamespace(t)
+	missing, _ := charts.publish(t, chart{name: "missingclass", version: "1.0.0", files: map[string]string{"templates/pvc.yaml": claim("missing-" + other)}})
+	b := create(t, newAddon(other, "mc", missing))
+	want := []string{`StorageClass "missing-` + other + `" does not exist`, "waited for until Bound", "create that StorageClass"}
+	waitFor(t, b, 90*time.Second, "a Healthy condition that names the StorageClass that does not exist", func(cur *capstanv1.Addon) bool {
 		c := condition(cur, capstanv1.ConditionHealthy)
 		if c == nil {
 			return false

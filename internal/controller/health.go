@@ -285,7 +285,7 @@ func (e *storageClassUnread) Error() string {
 	case e.err == nil || apierrors.IsNotFound(e.err):
 		return fmt.Sprintf("its StorageClass %q does not exist, %s: create that StorageClass, or have the claim name one that exists", e.class, unknown)
 	case apierrors.IsForbidden(e.err):
-		return fmt.Sprintf("its StorageClass %q could not be read: %s may not get storageclasses (storage.k8s.io), %s: grant it get on storageclasses in a ClusterRole", e.class, e.who, unknown)
+		return fmt.Sprintf("its StorageClass %q could not be read: %s may not get storageclasses (storage.k8s.io), %s: ask the cluster's administrator to grant it get on storageclasses in a ClusterRole", e.class, e.who, unknown)
 	default:
 		return fmt.Sprintf("reading its StorageClass %q failed, %s; the next look reads it again: %v", e.class, unknown, e.err)
 	}

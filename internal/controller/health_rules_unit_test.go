@@ -344,7 +344,7 @@ func TestAnUnreadStorageClassIsNamed(t *testing.T) {
 		want []string
 	}{
 		{"forbidden", apierrors.NewForbidden(gr, "fast", errors.New("RBAC: access denied")),
-			[]string{`StorageClass "fast" could not be read`, "the controller's account may not get storageclasses (storage.k8s.io)", "grant it get on storageclasses in a ClusterRole", "waited for until Bound"}},
+			[]string{`StorageClass "fast" could not be read`, "the controller's account may not get storageclasses (storage.k8s.io)", "ask the cluster's administrator to grant it get on storageclasses in a ClusterRole", "waited for until Bound"}},
 		{"not found", nil,
 			[]string{`StorageClass "fast" does not exist`, "create that StorageClass, or have the claim name one that exists"}},
 		{"not found, as an error", apierrors.NewNotFound(gr, "fast"),
