@@ -166,8 +166,11 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) 
 		case err != nil:
 			d.Error = err.Error()
 		case len(secret) > 0:
+			var turned []string
+			form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, current)
+			holdPaths(form.Fields, form.SecretPaths)
 			form.Problems = markErrors(form.Fields, errs)
-			d.Error = secretValuesMessage(secret, vals, "nothing was saved")
+			d.Error = secretValuesMessage(secret, vals, turned, "nothing was saved")
 		case len(errs) > 0:
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was changed.", len(errs))
@@ -206,6 +209,7 @@ func (form *editForm) fill(current map[string]any) {
 func (form *editForm) read(r *http.Request, current map[string]any) (vals map[string]any, inputs map[string]string, typed bool, err error) {
 	form.YAML = r.PostFormValue("yaml")
 	vals, inputs = map[string]any{}, map[string]string{}
+	keepSecretFields(form.Fields, r)
 	typed = formValues(form.Fields, r, vals, inputs, current)
 	holdPaths(form.Fields, form.SecretPaths)
 	vals, err = mergeYAML(vals, form.YAML)

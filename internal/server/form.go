@@ -201,13 +201,24 @@ func chartForm(ch *chartv2.Chart, current map[string]any) ([]formField, error) {
 // secret input is one string. When the chart's schema does not compile,
 // the fields keep the writeOnly keyword as the schema spells it.
 func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]any) []formField {
+	secret, ok := compiledSecretPaths(fields, ch, current)
+	if !ok {
+		return fields
+	}
+	return applySecretPaths(fields, secret)
+}
+
+// compiledSecretPaths are the paths that the chart ch's compiled schema
+// makes writeOnly over current with a stand-in at each field that holds no
+// value (markSecretFields); ok is false when the schema does not compile.
+func compiledSecretPaths(fields []formField, ch *chartv2.Chart, current map[string]any) (secret [][]string, ok bool) {
 	probe := map[string]any{}
 	if len(current) > 0 {
 		// NOTE: a copy, so that the stand-ins never reach the values the
 		// save compares with.
 		raw, err := json.Marshal(current)
 		if err != nil || json.Unmarshal(raw, &probe) != nil {
-			return fields
+			return nil, false
 		}
 	}
 	standIns(fields, ch.Values, probe)
@@ -222,19 +233,96 @@ func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]
 		// come with the refusal.
 		errs = inv.Errors
 	default:
-		return fields
+		return nil, false
 	}
 	for _, e := range errs {
 		if e.Path == values.SchemaErrorPath {
-			return fields
+			return nil, false
 		}
 	}
 	set, _, _ := values.WriteOnlyPaths(errs, probe, nil)
-	secret := make([][]string, 0, len(set))
+	secret = make([][]string, 0, len(set))
 	for _, p := range set {
 		secret = append(secret, p.Segments)
 	}
-	return applySecretPaths(fields, secret)
+	return secret, true
+}
+
+// remarkSecretFields draws again the fields of a save refused for secret
+// inputs in spec.values: a field is secret when it was, or when the chart's
+// schema makes it writeOnly under vals, the values the save sent, as a
+// choice made in the same save (mode: ldap) may make secret a field the
+// form drew plain over the defaults or the add-on's values, current. A
+// field made secret shows no value, so what was typed in it is never
+// echoed, and says it holds one when current has one, which it keeps when
+// left empty. turned are the paths of those that held a value.
+//
+// NOTE: a field that was secret stays one, though vals may no longer make
+// it writeOnly: what was typed in it is not shown, and a secret field only
+// sends a value to a Secret.
+func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map[string]any) (out []formField, turned []string) {
+	secret, ok := compiledSecretPaths(fields, ch, vals)
+	if !ok {
+		return fields, nil
+	}
+	was := map[string]bool{}
+	walkFields(fields, func(f *formField) {
+		if f.WriteOnly {
+			was[f.Path] = true
+			secret = append(secret, strings.Split(f.Path, "."))
+		}
+	})
+	out = applySecretPaths(fields, secret)
+	walkFields(out, func(f *formField) {
+		if !f.WriteOnly || was[f.Path] {
+			return
+		}
+		if f.Value != "" {
+			turned = append(turned, f.Path)
+		}
+		f.Value = ""
+		if current != nil {
+			_, f.Held = render.FieldAt(current, strings.Split(f.Path, "."))
+		}
+	})
+	return out, turned
+}
+
+// walkFields calls do with each field that is not a fieldset.
+func walkFields(fields []formField, do func(*formField)) {
+	for i := range fields {
+		if fields[i].Kind == "object" {
+			walkFields(fields[i].Children, do)
+			continue
+		}
+		do(&fields[i])
+	}
+}
+
+// keepSecretFields makes secret each field that the posted form drew as a
+// secret field, as its "secretField" inputs name them: a form drawn again
+// after a refusal marks its fields over the values that save sent
+// (remarkSecretFields), which the fields of the next save, marked over the
+// defaults or the add-on's values, may not make secret, and what the user
+// typed into its password input would go into spec.values.
+//
+// NOTE: a posted name only makes a field secret, never plain, so a forged
+// one can send a value to a Secret, never into spec.values. A list is never
+// made one: a secret input is one string.
+func keepSecretFields(fields []formField, r *http.Request) {
+	_ = r.PostFormValue("secretField")
+	posted := map[string]bool{}
+	for _, p := range r.PostForm["secretField"] {
+		posted[p] = true
+	}
+	if len(posted) == 0 {
+		return
+	}
+	walkFields(fields, func(f *formField) {
+		if posted[f.Path] && f.Kind != "array" && !f.Generated {
+			f.WriteOnly = true
+		}
+	})
 }
 
 // standIns sets in probe, at each field's path that holds no value, the
@@ -704,6 +792,7 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		d.Error = "Name: " + strings.Join(errs, "; ")
 	}
 	vals, inputs := map[string]any{}, map[string]string{}
+	keepSecretFields(form.Fields, r)
 	typed := formValues(form.Fields, r, vals, inputs, nil)
 	if merged, err := mergeYAML(vals, form.YAML); err != nil {
 		d.Error = "Additional values: " + err.Error()
@@ -720,8 +809,10 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	errs, err := checkFormValues(art, form.Name, vals, inputs, nil)
 	errs, secret := secretValueErrors(errs, vals, nil)
 	if err == nil && len(secret) > 0 {
+		var turned []string
+		form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, nil)
 		form.Problems = markErrors(form.Fields, errs)
-		d.Error = secretValuesMessage(secret, vals, "nothing was created")
+		d.Error = secretValuesMessage(secret, vals, turned, "nothing was created")
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
@@ -826,11 +917,23 @@ func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]an
 // secretValuesMessage is the page's refusal of secret inputs in the
 // values to save, vals, whose outcome says what was left undone: each is
 // taken out of the YAML and given as secretAdvice says, a scalar in its
-// secret field.
-func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, outcome string) string {
+// secret field. turned are the paths of fields that the form drew plain,
+// with a value, and draws again as secret fields (remarkSecretFields), as
+// the values the save sent make them writeOnly.
+func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, turned []string, outcome string) string {
 	names, _ := addons.SecretInputNames(paths)
-	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
-		"take it out of the YAML; %s.", strings.Join(names, ", "), secretAdvice(vals, paths, pageSecrets(outcome), ""))
+	var typed []string
+	for _, p := range turned {
+		if slices.Contains(names, p) {
+			typed = append(typed, p)
+		}
+	}
+	how := "the YAML would write into spec.values, where anyone who may view the add-on reads it: take it out of the YAML"
+	if len(typed) > 0 {
+		how = fmt.Sprintf("the form would write into spec.values, where anyone who may view the add-on reads it: with the values chosen, the field of %s is a secret field now, shown again empty, and the YAML must not hold it",
+			strings.Join(typed, ", "))
+	}
+	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which %s; %s.", strings.Join(names, ", "), how, secretAdvice(vals, paths, pageSecrets(outcome), ""))
 }
 
 // pageSecrets is how a page's form takes secret inputs: in their secret

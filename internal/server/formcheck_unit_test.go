@@ -121,7 +121,7 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 	} {
 		_, set := secretValueErrors(c.errs, vals, nil)
 		api := (&addons.SecretValuesError{Paths: refusalNames(set), Where: "spec.values", Instead: secretAdvice(specVals, set, apiSecrets, "")}).Error()
-		page := secretValuesMessage(set, vals, "nothing was saved")
+		page := secretValuesMessage(set, vals, nil, "nothing was saved")
 		for who, msg := range map[string]string{"the API": api, "the page": page} {
 			if !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) {
 				t.Errorf("%s, %s: %s; want it to say how to give /pins/ whole (%s)", who, c.name, msg, addons.EmptyKeySecrets([]string{"/pins/"}))
@@ -167,7 +167,7 @@ func TestSecretAdviceSaysEachPathsWay(t *testing.T) {
 	vals := map[string]any{"creds": map[string]any{"key": "AK"}, "pins": map[string]any{"": "1234"}, "auth": map[string]any{"password": "pw"}}
 	_, paths := secretValueErrors(errs, vals, nil)
 	whole := addons.NonScalarSecrets([]string{"creds"}) + "; " + addons.EmptyKeySecrets([]string{"/pins/"})
-	page := secretValuesMessage(paths, vals, "nothing was saved")
+	page := secretValuesMessage(paths, vals, nil, "nothing was saved")
 	if want := "take it out of the YAML; " + whole + "; for auth.password, type it into its secret field"; !strings.Contains(page, want) ||
 		!strings.HasSuffix(page, "; nothing was saved.") || strings.Count(page, "nothing was") != 1 {
 		t.Errorf("the page's refusal:\n%s\nwant it to hold %q, and end saying once that nothing was saved", page, want)
