@@ -88,7 +88,8 @@ line, and renders the Addon the syncer would make of it, as an Addon file.
 A git.path without git.url is a folder of the gitops repository: it is
 rendered from the git checkout that holds the file, at its HEAD commit.
 What the file is, it says itself: an Addon has kind: Addon, a definition
-has name: and helm: or git:, and any other file is refused.
+has name: and a source, helm: or git: with url: or path:, and any other
+file (values with a top-level name: or git: block, say) is refused.
 
 Values are checked against the chart's values.schema.json, as helm template
 does. A template error names the template, line and column, never the
@@ -482,8 +483,8 @@ const renderAccepts = "capstan render -f renders an Addon (apiVersion: capstan.d
 // readRenderFile reads the file of capstan render -f, and returns the Addon
 // to render. Which of the two the file is, it says itself: a Kubernetes
 // object has apiVersion and kind, and must be an Addon (decodeAddonFile);
-// a definition has name, helm or git, and becomes the Addon the gitops
-// syncer would make of it (addonOfDefinition). Anything else is refused,
+// a definition names its source (namesASource), and becomes the Addon the
+// gitops syncer would make of it (addonOfDefinition). Anything else is refused,
 // with what the file holds.
 func (o *renderOptions) readRenderFile(file string, data []byte) (*capstanv1.Addon, error) {
 	docs, err := yamlDocuments(data)
@@ -509,17 +510,35 @@ func (o *renderOptions) readRenderFile(file string, data []byte) (*capstanv1.Add
 	if hasKind || hasAPIVersion {
 		return decodeAddonFile(file, data)
 	}
-	for _, key := range []string{"name", "helm", "git"} {
-		if _, ok := fields[key]; ok {
-			return o.addonOfDefinition(file, data)
-		}
+	if namesASource(fields) {
+		return o.addonOfDefinition(file, data)
 	}
 	keys := slices.Sorted(maps.Keys(fields))
 	if len(keys) > 5 {
 		keys = append(keys[:5], "...")
 	}
-	return nil, fmt.Errorf("%s holds a mapping of %s, which is neither an Addon (it has no kind) nor a gitops definition (it has no name, helm or git): %s; "+
-		"if the file holds values, give them to a chart: capstan render NAME CHART -f %s", file, strings.Join(keys, ", "), renderAccepts, file)
+	return nil, fmt.Errorf("%s holds a mapping of %s, which is neither an Addon (it has no kind) nor a gitops definition (it has no source: no helm:, and no git: with url: or path:): %s; "+
+		"if the file holds values, to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, strings.Join(keys, ", "), renderAccepts, file)
+}
+
+// namesASource reports whether a mapping is a gitops definition: one that
+// names its source, helm: or a git: with url: or path:.
+//
+// NOTE: name: alone is not enough, nor is a git: that holds neither url
+// nor path: chart values often have a top-level name:, or a git: block
+// (of a git server's chart, say), and such a file is values to give to a
+// chart, not a broken definition.
+func namesASource(fields map[string]any) bool {
+	if _, ok := fields["helm"]; ok {
+		return true
+	}
+	git, ok := fields["git"].(map[string]any)
+	if !ok {
+		return false
+	}
+	_, url := git["url"]
+	_, path := git["path"]
+	return url || path
 }
 
 // yamlKind names what a YAML document that is not a mapping holds.

@@ -112,6 +112,8 @@ func TestRenderRefusesABadDefinitionAndWhatIsNeither(t *testing.T) {
 	for _, tc := range []struct{ content, want string }{
 		{"name: other\nhelm:\n  url: https://charts.example.test/demo-1.0.0.tgz\n", ":1: name"},
 		{"name: demo\nhelm:\n  url: https://charts.example.test/demo-1.0.0.tgz\n  chartz: demo\n", ":4: helm.chartz: unknown field"},
+		// A git: with url or path is a source, and the file a definition.
+		{"name: demo\ngit:\n  path: deploy/demo\n  branch: main\n", ":4: git.branch: unknown field"},
 	} {
 		bad := writeDefinition(t, "demo", tc.content)
 		_, _, err := runCapstan(t, "render", "-f", bad)
@@ -124,12 +126,20 @@ func TestRenderRefusesABadDefinitionAndWhatIsNeither(t *testing.T) {
 		{"values", "replicas: 2\nimage:\n  tag: v1\n", "a mapping of image, replicas, which is neither an Addon"},
 		{"another kind", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n", "holds a Deployment (apps/v1), not an Addon"},
 		{"a list", "- name: demo\n", "holds a list"},
+		// Chart values often have a top-level name: or a git: block of
+		// their own: a definition names its source.
+		{"values with a name", "name: web\nreplicaCount: 2\nimage: {tag: v1}\n", "a mapping of image, name, replicaCount, which is neither an Addon"},
+		{"values with a git block", "name: gitea\ngit:\n  image: gitea/gitea\n  lfs: true\n", "a mapping of git, name, which is neither an Addon"},
+		{"values with a git string", "git: https://git.example.test/app.git\n", "a mapping of git, which is neither an Addon"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runCapstan(t, "render", "-f", writeAddon(t, tc.content))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "definition of a gitops repository") {
-				t.Errorf("error = %v, want one that says %q and what capstan render -f takes", err, tc.want)
+				t.Fatalf("error = %v, want one that says %q and what capstan render -f takes", err, tc.want)
+			}
+			if strings.Contains(tc.want, "a mapping of") && !strings.Contains(err.Error(), "to render a chart, give its release name and path: capstan render NAME CHART -f") {
+				t.Errorf("error = %v, want the way to give values to a chart", err)
 			}
 		})
 	}
