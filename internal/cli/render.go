@@ -582,8 +582,11 @@ func yamlDocuments(data []byte) ([][]byte, error) {
 //
 // A git.path without git.url is a folder of the gitops repository itself,
 // which the syncer fetches at the commit of the definition: here, the git
-// checkout that holds the file, at its HEAD commit, checked as capstan
-// validate checks it.
+// checkout that holds the file, at its HEAD commit, checked against that
+// commit's tree as the syncer checks it. The working tree is neither
+// checked nor rendered: a folder not committed is missing, as it is to
+// the syncer, and one committed but not checked out (a sparse checkout)
+// renders.
 func (o *renderOptions) addonOfDefinition(file string, data []byte) (*capstanv1.Addon, error) {
 	def, err := gitops.Parse(file, data)
 	if err != nil {
@@ -591,7 +594,7 @@ func (o *renderOptions) addonOfDefinition(file string, data []byte) (*capstanv1.
 	}
 	origin := gitops.Origin{File: file}
 	if def.Git != nil && def.Git.URL == "" {
-		root, commit, err := checkoutOf(file)
+		root, commit, tree, err := checkoutOf(file)
 		if err != nil {
 			return nil, err
 		}
@@ -605,34 +608,43 @@ func (o *renderOptions) addonOfDefinition(file string, data []byte) (*capstanv1.
 		if rel, err := filepath.Rel(root, abs); err == nil {
 			origin.File = filepath.ToSlash(rel)
 		}
-		if err := gitops.CheckSource(def, origin.File, gitops.DirTree(root)); err != nil {
+		if err := gitops.CheckSource(def, origin.File, tree); err != nil {
 			return nil, err
 		}
 		origin.URL, origin.Commit = "file://"+root, commit
-		fmt.Fprintf(o.stderr, "Rendering git.path %s of the git checkout %s at its commit %s, as the syncer renders it at the definition's commit: changes not committed are left out\n",
+		fmt.Fprintf(o.stderr, "Rendering git.path %s of the git checkout %s at its HEAD commit %s, as the syncer renders it at the definition's commit: "+
+			"the folder is rendered as committed at HEAD, changes not committed left out; the definition file as it is on disk\n",
 			def.Git.Path, root, commit)
 	}
 	return def.Addon(origin)
 }
 
-// checkoutOf returns the root of the git checkout that holds file, and
-// its HEAD commit.
-func checkoutOf(file string) (root, commit string, err error) {
+// checkoutOf returns the root of the git checkout that holds file, its
+// HEAD commit, and the tree of that commit.
+func checkoutOf(file string) (root, commit string, tree gitops.Tree, err error) {
 	notInGit := fmt.Errorf("%s renders git.path, a folder of the gitops repository, but the file is in no git checkout with a commit: "+
 		"render the definition in a clone of the gitops repository", file)
 	abs, err := filepath.Abs(file)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	repo, err := git.PlainOpenWithOptions(filepath.Dir(abs), &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if err != nil {
-		return "", "", notInGit
+		return "", "", nil, notInGit
 	}
 	head, err := repo.Head()
 	if err != nil {
-		return "", "", notInGit
+		return "", "", nil, notInGit
 	}
-	return repositoryRoot(filepath.Dir(abs)), head.Hash().String(), nil
+	c, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		return "", "", nil, fmt.Errorf("%s: cannot read the HEAD commit %s of its checkout: %w", file, head.Hash(), err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return "", "", nil, fmt.Errorf("%s: cannot read the tree of the HEAD commit %s of its checkout: %w", file, head.Hash(), err)
+	}
+	return repositoryRoot(filepath.Dir(abs)), head.Hash().String(), gitops.CommitTree(t), nil
 }
 
 // decodeAddonFile reads an Addon file strictly, as kubectl apply does: a

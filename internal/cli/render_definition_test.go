@@ -81,8 +81,8 @@ func TestRenderGitopsDefinitionOfAChart(t *testing.T) {
 
 // TestRenderGitopsDefinitionOfAFolderOfItsRepository: a git.path without
 // git.url is a folder of the gitops repository, which the syncer renders at
-// the commit of the definition; capstan render renders it from the
-// checkout that holds the file, at its commit.
+// the commit of the definition; capstan render checks and renders it from
+// the checkout that holds the file, at its HEAD commit.
 func TestRenderGitopsDefinitionOfAFolderOfItsRepository(t *testing.T) {
 	url := gitRepoWith(t, map[string]string{
 		"addons/app.yaml":    "name: app\nnamespace: tenant\ngit:\n  path: deploy/app\n",
@@ -95,6 +95,42 @@ func TestRenderGitopsDefinitionOfAFolderOfItsRepository(t *testing.T) {
 	}
 	if got := objectsOf(t, out); len(got) != 1 || got["v1/ConfigMap//settings"] == nil {
 		t.Errorf("objects = %v, want the folder's ConfigMap settings", got)
+	}
+	if !strings.Contains(stderr, "the definition file as it is on disk") {
+		t.Errorf("stderr = %q, want it to say the folder is rendered at HEAD and the file as it is on disk", stderr)
+	}
+
+	// The folder is checked at the commit rendered, HEAD, as the syncer
+	// checks it at the definition's commit, not in the working tree: a
+	// folder not committed is missing, with the syncer's message.
+	for name, content := range map[string]string{
+		"addons/new.yaml":    "name: new\ngit:\n  path: deploy/new\n",
+		"deploy/new/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fresh\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err = runCapstan(t, "render", "-f", filepath.Join(dir, "addons", "new.yaml"))
+	if err == nil || !strings.Contains(err.Error(), `the folder "deploy/new" does not exist at this commit: commit the folder with its definition`) {
+		t.Errorf("render of a definition whose folder is not committed: %v; want the syncer's message", err)
+	}
+
+	// A folder committed but not in the working tree (a sparse checkout,
+	// or removed by hand) renders as committed.
+	if err := os.RemoveAll(filepath.Join(dir, "deploy", "app")); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err = runCapstan(t, "render", "-f", filepath.Join(dir, "addons", "app.yaml"))
+	if err != nil {
+		t.Fatalf("render of a definition whose committed folder is not checked out: %v\n%s", err, stderr)
+	}
+	if got := objectsOf(t, out); len(got) != 1 || got["v1/ConfigMap//settings"] == nil {
+		t.Errorf("objects = %v, want the committed folder's ConfigMap settings", got)
 	}
 
 	// Outside a git checkout there is no commit to render the folder at.

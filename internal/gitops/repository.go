@@ -354,7 +354,7 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 			},
 		})
 	}
-	collect(s, folder, entries, gitTree{root: root, objects: objects})
+	collect(s, folder, entries, gitTree{root: root})
 	if len(s.Claimed) == 0 {
 		s.Subfolders = subfoldersWithDefinitions(dir, folder)
 	}
@@ -571,8 +571,14 @@ func InvalidFile(file string, err error) capstanv1.InvalidFile {
 
 // gitTree is a Tree over one commit's tree.
 type gitTree struct {
-	root    *object.Tree
-	objects storer.EncodedObjectStorer
+	root *object.Tree
+}
+
+// CommitTree is the Tree of one commit, whose root tree is root: what
+// CheckSource checks a definition against, as the syncer checks it at the
+// commit the definition came from.
+func CommitTree(root *object.Tree) Tree {
+	return gitTree{root: root}
 }
 
 // Entry implements Tree.
