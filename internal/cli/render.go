@@ -298,7 +298,7 @@ func (o *renderOptions) validateValues(ch *chartv2.Chart, vals map[string]any) e
 // which capstan render does not read: their values are missing, and a
 // warning says so. spec.chart.verify names keys there too: the signature
 // is not checked, and a warning says so.
-func (o *renderOptions) runAddon(cmd *cobra.Command) error {
+func (o *renderOptions) runAddon(cmd *cobra.Command) (err error) {
 	if len(o.values.ValueFiles) != 1 {
 		return errors.New("give a release name and a chart (capstan render NAME CHART), or one Addon or definition file (capstan render -f addon.yaml)")
 	}
@@ -307,9 +307,19 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	addon, err := o.readRenderFile(file, data)
+	addon, definition, err := o.readRenderFile(file, data)
 	if err != nil {
 		return err
+	}
+	if definition {
+		note := &specPathNote{w: o.stderr, line: fmt.Sprintf("Note: %s is a gitops definition, and the messages here name the fields of the Addon it makes: "+
+			"spec.chart is its helm, spec.git its git, spec.values its values, spec.valuesFrom its valuesFrom, and any other spec.FIELD its FIELD\n", file)}
+		o.stderr = note
+		defer func() {
+			if err != nil && !note.noted && strings.Contains(err.Error(), "spec.") {
+				err = fmt.Errorf("%w\n%s", err, strings.TrimSuffix(strings.TrimPrefix(note.line, "Note: "), "\n"))
+			}
+		}()
 	}
 	spec := addon.Spec
 	if (spec.Chart == nil) == (spec.Git == nil) {
@@ -480,44 +490,66 @@ func (o *renderOptions) addonNamespace(cmd *cobra.Command, file string, addon *c
 const renderAccepts = "capstan render -f renders an Addon (apiVersion: capstan.dev/v1alpha1, kind: Addon) " +
 	"or a definition of a gitops repository (addons/NAME.yaml, with name: and helm: or git:)"
 
+// specPathNote writes line once, before the first message that names a
+// field of an Addon's spec, so that the user of a gitops definition, whose
+// fields have other paths, can find the field named.
+type specPathNote struct {
+	w     io.Writer
+	line  string
+	noted bool
+}
+
+// Write implements io.Writer.
+func (n *specPathNote) Write(p []byte) (int, error) {
+	if !n.noted && bytes.Contains(p, []byte("spec.")) {
+		n.noted = true
+		if _, err := io.WriteString(n.w, n.line); err != nil {
+			return 0, err
+		}
+	}
+	return n.w.Write(p)
+}
+
 // readRenderFile reads the file of capstan render -f, and returns the Addon
-// to render. Which of the two the file is, it says itself: a Kubernetes
+// to render, and whether it is the Addon of a gitops definition. Which of the two the file is, it says itself: a Kubernetes
 // object has apiVersion and kind, and must be an Addon (decodeAddonFile);
 // a definition names its source (namesASource), and becomes the Addon the
 // gitops syncer would make of it (addonOfDefinition). Anything else is refused,
 // with what the file holds.
-func (o *renderOptions) readRenderFile(file string, data []byte) (*capstanv1.Addon, error) {
+func (o *renderOptions) readRenderFile(file string, data []byte) (*capstanv1.Addon, bool, error) {
 	docs, err := yamlDocuments(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not YAML (%v): %s", file, err, renderAccepts)
+		return nil, false, fmt.Errorf("%s is not YAML (%v): %s", file, err, renderAccepts)
 	}
 	if len(docs) > 1 {
-		return nil, fmt.Errorf("%s holds %d YAML documents: capstan render -f renders one Addon or definition; put each in a file of its own", file, len(docs))
+		return nil, false, fmt.Errorf("%s holds %d YAML documents: capstan render -f renders one Addon or definition; put each in a file of its own", file, len(docs))
 	}
 	if len(docs) == 0 {
-		return nil, fmt.Errorf("%s is empty: %s", file, renderAccepts)
+		return nil, false, fmt.Errorf("%s is empty: %s", file, renderAccepts)
 	}
 	var top any
 	if err := yaml.Unmarshal(docs[0], &top); err != nil {
-		return nil, fmt.Errorf("%s is not YAML (%v): %s", file, err, renderAccepts)
+		return nil, false, fmt.Errorf("%s is not YAML (%v): %s", file, err, renderAccepts)
 	}
 	fields, ok := top.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%s holds %s, not a mapping of fields: %s", file, yamlKind(top), renderAccepts)
+		return nil, false, fmt.Errorf("%s holds %s, not a mapping of fields: %s", file, yamlKind(top), renderAccepts)
 	}
 	_, hasKind := fields["kind"]
 	_, hasAPIVersion := fields["apiVersion"]
 	if hasKind || hasAPIVersion {
-		return decodeAddonFile(file, data)
+		addon, err := decodeAddonFile(file, data)
+		return addon, false, err
 	}
 	if namesASource(fields) {
-		return o.addonOfDefinition(file, data)
+		addon, err := o.addonOfDefinition(file, data)
+		return addon, true, err
 	}
 	keys := slices.Sorted(maps.Keys(fields))
 	if len(keys) > 5 {
 		keys = append(keys[:5], "...")
 	}
-	return nil, fmt.Errorf("%s holds a mapping of %s, which is neither an Addon (it has no kind) nor a gitops definition (it has no source: no helm:, and no git: with url: or path:): %s; "+
+	return nil, false, fmt.Errorf("%s holds a mapping of %s, which is neither an Addon (it has no kind) nor a gitops definition (it has no source: no helm:, and no git: with url: or path:): %s; "+
 		"if the file holds values, to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, strings.Join(keys, ", "), renderAccepts, file)
 }
 

@@ -180,3 +180,42 @@ func TestRenderRefusesABadDefinitionAndWhatIsNeither(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderGitopsDefinitionNamesItsOwnFields: the messages of a render
+// name the fields of the Addon (spec.values, spec.chart.url); for a
+// definition, whose fields are values and helm.url, one line says which
+// is which, on stderr before the first such message, or with the error.
+func TestRenderGitopsDefinitionNamesItsOwnFields(t *testing.T) {
+	url := gitRepoWith(t, map[string]string{
+		"addons/app.yaml":    "name: app\ngit:\n  path: deploy/app\nvalues:\n  level: debug\n",
+		"deploy/app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n",
+	})
+	const note = "spec.chart is its helm, spec.git its git, spec.values its values, spec.valuesFrom its valuesFrom"
+	file := filepath.Join(strings.TrimPrefix(url, "file://"), "addons", "app.yaml")
+	_, stderr, err := runCapstan(t, "render", "-f", file)
+	if err == nil || !strings.Contains(stderr, "spec.values") {
+		t.Fatalf("render of a folder definition with values: %v\n%s; want the values refused, naming spec.values", err, stderr)
+	}
+	if i := strings.Index(stderr, note); i < 0 || i > strings.Index(stderr, "spec.values:") {
+		t.Errorf("stderr = %q, want the line that maps the Addon's fields to the definition's before the first one named", stderr)
+	}
+
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "gone", http.StatusNotFound) }))
+	t.Cleanup(server.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	def := writeDefinition(t, "demo", "name: demo\nhelm:\n  url: "+server.URL+"/demo-1.0.0.tgz\n")
+	_, stderr, err = runCapstan(t, "render", "-f", def, "--fetch-allow=127.0.0.1/32", "--ca-file", caFile)
+	if err == nil || !strings.Contains(err.Error(), "spec.chart.url") || !strings.Contains(err.Error(), note) {
+		t.Errorf("render of a definition whose chart is missing: %v\n%s; want the error to name spec.chart.url and map it to helm", err, stderr)
+	}
+
+	// An Addon file's fields are the ones named: no line.
+	addon := writeAddon(t, "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: demo\nspec:\n  chart:\n    url: "+server.URL+"/demo-1.0.0.tgz\n")
+	_, stderr, err = runCapstan(t, "render", "-f", addon, "--fetch-allow=127.0.0.1/32", "--ca-file", caFile)
+	if err == nil || strings.Contains(err.Error()+stderr, note) {
+		t.Errorf("render of an Addon file whose chart is missing: %v\n%s; want no line about a definition", err, stderr)
+	}
+}
