@@ -1,6 +1,7 @@
 package values
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -17,24 +18,48 @@ type UnknownInput struct {
 	// false), so that the controller Blocks the Addon for it.
 	Closed bool
 	// Closest is the path the schema marks writeOnly that is nearest to
-	// Path, or "" when it marks none.
+	// Path, or "" when none is near enough (suggestionDistance).
 	Closest string
 }
+
+// maxInputVisits bounds the schemas that UnknownInputs steps to for all
+// the paths of one call together; the paths left when it is spent count as
+// known. Each $ref is followed where it is used, so refs that branch wide
+// several levels deep would otherwise cost work exponential in the size of
+// a chart's schema, for a chart that whoever may add an Addon picks.
+const maxInputVisits = 10 * maxSchemaVisits
+
+// maxWriteOnlyNames bounds the writeOnly paths collected to suggest from;
+// a schema that marks more suggests none.
+const maxWriteOnlyNames = 1000
+
+// maxSuggestedPath is the longest path, in bytes, that gets a suggestion,
+// and maxSuggestions how many of the unknown paths of one call get one:
+// each suggestion costs an edit distance to every writeOnly path.
+const (
+	maxSuggestedPath = 256
+	maxSuggestions   = 10
+)
 
 // UnknownInputs returns the secret inputs of paths (targetPaths) that the
 // schema does not know: no schema that validation applies along the path
 // names the path's keys (properties, a matching patternProperties, an
 // additionalProperties schema, items), and none is writeOnly on the way.
 // A path the schema defines without writeOnly is known: a Secret may hold
-// any value. A schema that cannot be followed to the end ($dynamicRef, past
-// maxSchemaDepth) counts as knowing the path, so nothing is said in doubt.
+// any value. So is a path below an open object (type object naming no
+// keys), which takes any key. A global.* path is known to a subchart's
+// schema too, as Helm gives each subchart the top-level global. A schema
+// that cannot be followed to the end ($dynamicRef, past maxSchemaDepth or
+// maxInputVisits) counts as knowing the path, so nothing is said in doubt.
 // A nil schema (a chart without one) knows every path.
 func (s *Schema) UnknownInputs(paths []string) []UnknownInput {
 	if s == nil {
 		return nil
 	}
 	var out []UnknownInput
-	var marked []string
+	var marked, lowered []string
+	named := false
+	w := &inputWalk{}
 	for _, p := range slices.Sorted(slices.Values(paths)) {
 		segs, index, err := PathIndexes(p)
 		if err != nil {
@@ -43,29 +68,96 @@ func (s *Schema) UnknownInputs(paths []string) []UnknownInput {
 		known, closed := false, false
 		for _, part := range s.parts {
 			if len(part.prefix) > len(segs) || !slices.Equal(part.prefix, segs[:len(part.prefix)]) {
+				if len(part.prefix) == 0 || segs[0] != "global" || index[0] {
+					continue
+				}
+				// Helm gives every subchart the top-level global as its
+				// own global, so a subchart's schema applies there too.
+				k, c := w.knowsValue(part.compiled, segs, index, 0)
+				known = known || k
+				closed = closed || c
 				continue
 			}
-			k, c := knows(part.compiled, segs[len(part.prefix):], index[len(part.prefix):], 0)
+			k, c := w.knowsValue(part.compiled, segs[len(part.prefix):], index[len(part.prefix):], 0)
 			known = known || k
 			closed = closed || c
 		}
 		if known {
 			continue
 		}
-		if marked == nil {
-			marked = s.writeOnlyNames()
+		u := UnknownInput{Path: p, Closed: closed}
+		if len(out) < maxSuggestions && len(p) <= maxSuggestedPath {
+			if !named {
+				marked, named = s.writeOnlyNames(), true
+				lowered = make([]string, len(marked))
+				for i, n := range marked {
+					lowered[i] = strings.ToLower(n)
+				}
+			}
+			u.Closest = closest(p, marked, lowered)
 		}
-		out = append(out, UnknownInput{Path: p, Closed: closed, Closest: closest(p, marked)})
+		out = append(out, u)
 	}
 	return out
+}
+
+// inputWalk follows paths through compiled schemas, counting the schemas
+// it steps to against maxInputVisits.
+type inputWalk struct {
+	visits int
+}
+
+// knowsValue tells, as knows does, whether sch, a schema that applies to a
+// value, defines the path segs within the value. A value that an open
+// object takes is known whatever its key.
+func (w *inputWalk) knowsValue(sch *jsonschema.Schema, segs []string, index []bool, depth int) (known, closed bool) {
+	if sch != nil && len(segs) > 0 && !index[0] && w.open(sch) {
+		return true, false
+	}
+	return w.knows(sch, segs, index, depth)
+}
+
+// open tells whether the schemas that apply to the value sch applies to
+// (sch, its $refs and combinators) take it as an object with any key: one
+// of them has type object, and none names a key (properties,
+// patternProperties, an additionalProperties schema or false,
+// unevaluatedProperties false), as a free-form map (secretEnv: {type:
+// object}) a chart ranges over does.
+func (w *inputWalk) open(sch *jsonschema.Schema) bool {
+	object, names := false, false
+	seen := map[*jsonschema.Schema]bool{}
+	stack := []*jsonschema.Schema{sch}
+	for len(stack) > 0 && !names {
+		o := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[o] {
+			continue
+		}
+		if w.visits++; w.visits > maxInputVisits {
+			return false
+		}
+		seen[o] = true
+		if o.Types != nil && slices.Contains(o.Types.ToStrings(), "object") {
+			object = true
+		}
+		ap, isBool := o.AdditionalProperties.(bool)
+		names = len(o.Properties) > 0 || len(o.PatternProperties) > 0 ||
+			o.AdditionalProperties != nil && (!isBool || !ap) ||
+			o.UnevaluatedProperties != nil && o.UnevaluatedProperties.Bool != nil && !*o.UnevaluatedProperties.Bool
+		stack = append(stack, sameValue(o)...)
+	}
+	return object && !names
 }
 
 // knows tells whether sch defines the path segs (index says which are a
 // list's index), or is writeOnly on the way; closed, when it does not,
 // whether an additionalProperties false on the way refuses it.
-func knows(sch *jsonschema.Schema, segs []string, index []bool, depth int) (known, closed bool) {
+func (w *inputWalk) knows(sch *jsonschema.Schema, segs []string, index []bool, depth int) (known, closed bool) {
 	if sch == nil {
 		return false, false
+	}
+	if w.visits++; w.visits > maxInputVisits {
+		return true, false
 	}
 	if depth > maxSchemaDepth || sch.DynamicRef != nil || sch.RecursiveRef != nil {
 		return true, false
@@ -75,7 +167,7 @@ func knows(sch *jsonschema.Schema, segs []string, index []bool, depth int) (know
 	}
 	// The schemas that apply to the same value.
 	for _, o := range sameValue(sch) {
-		k, c := knows(o, segs, index, depth+1)
+		k, c := w.knows(o, segs, index, depth+1)
 		if k {
 			return true, false
 		}
@@ -122,7 +214,7 @@ func knows(sch *jsonschema.Schema, segs []string, index []bool, depth int) (know
 			// NOTE: true takes anything and defines nothing within.
 			continue
 		}
-		k, c := knows(n, rest, restIndex, depth+1)
+		k, c := w.knowsValue(n, rest, restIndex, depth+1)
 		if k {
 			return true, false
 		}
@@ -150,31 +242,54 @@ func sameValue(sch *jsonschema.Schema) []*jsonschema.Schema {
 
 // writeOnlyNames returns the targetPaths of the properties the schema
 // marks writeOnly (auth.password, users[0].pin), those under a subchart's
-// key too.
+// key too, and a subchart's global.* ones as the top-level global, where
+// Helm gives them to it. It returns none when the walk steps to more than
+// maxSchemaVisits schemas ($refs are followed where they are used) or the
+// schema marks more than maxWriteOnlyNames paths: a suggestion is a
+// courtesy, and never worth a worker.
 func (s *Schema) writeOnlyNames() []string {
 	var out []string
+	visits := 0
 	for _, part := range s.parts {
+		prefix := ""
+		if len(part.prefix) > 0 {
+			prefix, _ = TargetPathIn(nil, part.prefix)
+		}
 		seen := map[*jsonschema.Schema]bool{}
-		var walk func(sch *jsonschema.Schema, name string, depth int)
-		walk = func(sch *jsonschema.Schema, name string, depth int) {
+		var walk func(sch *jsonschema.Schema, name string, global bool, depth int) bool
+		walk = func(sch *jsonschema.Schema, name string, global bool, depth int) bool {
 			if sch == nil || seen[sch] || depth > maxSchemaDepth {
-				return
+				return true
+			}
+			if visits++; visits > maxSchemaVisits {
+				return false
 			}
 			seen[sch] = true
 			defer delete(seen, sch)
 			if sch.WriteOnly && name != "" {
-				out = append(out, name)
-				return
+				full := name
+				if prefix != "" && !global {
+					full = prefix + "." + name
+				}
+				out = append(out, full)
+				return len(out) <= maxWriteOnlyNames
 			}
 			for _, o := range sameValue(sch) {
-				walk(o, name, depth+1)
+				if !walk(o, name, global, depth+1) {
+					return false
+				}
 			}
-			for k, p := range sch.Properties {
+			for _, k := range slices.Sorted(maps.Keys(sch.Properties)) {
 				key, _ := TargetPathIn(nil, []string{k})
-				if name != "" {
+				g := global
+				if name == "" {
+					g = k == "global"
+				} else {
 					key = name + "." + key
 				}
-				walk(p, key, depth+1)
+				if !walk(sch.Properties[k], key, g, depth+1) {
+					return false
+				}
 			}
 			var items []*jsonschema.Schema
 			switch it := sch.Items.(type) {
@@ -186,47 +301,76 @@ func (s *Schema) writeOnlyNames() []string {
 			items = append(items, sch.PrefixItems...)
 			items = append(items, sch.Items2020)
 			for _, it := range items {
-				walk(it, name+"[0]", depth+1)
+				if !walk(it, name+"[0]", global, depth+1) {
+					return false
+				}
 			}
+			return true
 		}
-		prefix := ""
-		if len(part.prefix) > 0 {
-			prefix, _ = TargetPathIn(nil, part.prefix)
+		if !walk(part.compiled, "", false, 0) {
+			return nil
 		}
-		walk(part.compiled, prefix, 0)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }
 
-// closest returns the one of names nearest to p by edit distance, the
-// first in order among equals, or "" for no names.
-func closest(p string, names []string) string {
-	best, bestD := "", -1
-	for _, n := range names {
-		d := editDistance(strings.ToLower(p), strings.ToLower(n))
-		if bestD < 0 || d < bestD {
-			best, bestD = n, d
+// suggestionDistance is the farthest, in edits, that a writeOnly path may
+// be from a path of n bytes to be suggested for it: a third of it, and at
+// least 2, so that a suggestion is a likely misspelling, not any path.
+func suggestionDistance(n int) int {
+	return max(2, n/3)
+}
+
+// closest returns the one of names nearest to p by edit distance, ignoring
+// case (lowered holds names in lower case), the first in order among
+// equals, or "" for none within suggestionDistance.
+func closest(p string, names, lowered []string) string {
+	lp := strings.ToLower(p)
+	best, bestD := "", suggestionDistance(len(p))+1
+	for i, n := range lowered {
+		if d := editDistance(lp, n, bestD-1); d < bestD {
+			best, bestD = names[i], d
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
+// editDistance is the Levenshtein distance of a and b, in bytes, or k+1
+// when it is more than k: only the cells within k of the diagonal are
+// worked out, and the work stops once a row has none within k.
+func editDistance(a, b string, k int) int {
+	over := k + 1
+	if len(a)-len(b) > k || len(b)-len(a) > k {
+		return over
+	}
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
-		prev[j] = j
+		prev[j] = min(j, over)
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		lo, hi := max(1, i-k), min(len(b), i+k)
+		rowMin := over
+		if lo == 1 {
+			cur[0] = min(i, over)
+			rowMin = cur[0]
+		} else {
+			cur[lo-1] = over
+		}
+		for j := lo; j <= hi; j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost, over)
+			rowMin = min(rowMin, cur[j])
+		}
+		if hi < len(b) {
+			cur[hi+1] = over
+		}
+		if rowMin >= over {
+			return over
 		}
 		prev, cur = cur, prev
 	}
