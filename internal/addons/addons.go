@@ -1298,6 +1298,51 @@ func SecretInputNames(paths []values.SecretInputPath) (names, emptyKeys []string
 // fetched when spec.values is empty or the same as old. Each path comes
 // with its segments and whether a targetPath names it (SecretInputNames).
 func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
+	return NewChartCheck(fetch).SecretValuesChanged(ctx, spec, old)
+}
+
+// A ChartCheck holds the chart of one write and its schema for each of the
+// write's checks (SecretValuesChanged, UnknownSecretInputs): the chart is
+// fetched once, and the schema one check compiled serves the others, so
+// that a write costs one access review, one fetch and one compile. It is
+// for one write, by one goroutine.
+type ChartCheck struct {
+	fetch ChartFetch
+	// chart is the chart fetched, art and err what its fetch gave.
+	chart   *capstanv1.ChartSource
+	fetched bool
+	art     *source.Artifact
+	err     error
+	// schemas holds the schemas compiled for the chart, by the spec.values
+	// (as given) they were resolved for.
+	schemas map[string]*values.Schema
+}
+
+// NewChartCheck returns a ChartCheck that fetches with fetch.
+func NewChartCheck(fetch ChartFetch) *ChartCheck {
+	return &ChartCheck{fetch: fetch, schemas: map[string]*values.Schema{}}
+}
+
+// Fetch is the ChartFetch of c: the chart of spec, fetched once.
+func (c *ChartCheck) Fetch(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	if !c.fetched || !apiequality.Semantic.DeepEqual(c.chart, spec.Chart) {
+		c.chart, c.fetched = spec.Chart.DeepCopy(), true
+		c.art, c.err = c.fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart})
+	}
+	return c.art, c.err
+}
+
+// schemaKey is what ChartCheck.schemas keeps a schema by.
+func schemaKey(spec capstanv1.AddonSpec) string {
+	if spec.Values == nil {
+		return ""
+	}
+	return string(spec.Values.Raw)
+}
+
+// SecretValuesChanged is the package's SecretValuesChanged, with the chart
+// c fetches.
+func (c *ChartCheck) SecretValuesChanged(ctx context.Context, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
 	if spec.Chart == nil || spec.Values == nil || len(bytes.TrimSpace(spec.Values.Raw)) == 0 {
 		return nil, nil, nil
 	}
@@ -1316,7 +1361,7 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 	if gitops.SameValue(vals, before) {
 		return nil, nil, nil
 	}
-	art, err := fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart})
+	art, err := c.Fetch(ctx, spec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -1335,6 +1380,7 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 		return nil, nil, err
 	default:
 		found = res.Errors
+		c.schemas[schemaKey(spec)] = res.Schema
 	}
 	set, held, _ = values.WriteOnlyPaths(found, vals, before)
 	if inv != nil {
@@ -1440,6 +1486,16 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 	}
 }
 
+// maxUnknownWarnings bounds the unknown secret inputs warned of one by
+// one, and maxWarnedPath the bytes of a path a warning quotes; the rest
+// are counted in one more warning. A request of many keys, or of long
+// ones, would otherwise give an answer whose Warning headers no client or
+// proxy takes, and a terminal a line for each.
+const (
+	maxUnknownWarnings = 10
+	maxWarnedPath      = 200
+)
+
 // UnknownSecretInputs warns of the secret inputs (targetPaths) that the
 // chart of spec has no place for: its schema neither marks the path
 // writeOnly nor defines it, a misspelt name most often, whose value the
@@ -1448,37 +1504,68 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 // the schema defines without writeOnly is not warned of, as a Secret may
 // hold any value; a chart without a schema, or a git folder, has nothing
 // to say. The chart is fetched with fetch; an error says it could not be.
+// At most maxUnknownWarnings paths are warned of by name, each cut to
+// maxWarnedPath bytes, and one more message counts the rest.
 func UnknownSecretInputs(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, inputs map[string]string) ([]string, error) {
+	return NewChartCheck(fetch).UnknownSecretInputs(ctx, spec, inputs)
+}
+
+// UnknownSecretInputs is the package's UnknownSecretInputs, with the
+// chart c fetches and the schema a check before compiled for the same
+// values.
+func (c *ChartCheck) UnknownSecretInputs(ctx context.Context, spec capstanv1.AddonSpec, inputs map[string]string) ([]string, error) {
 	if spec.Chart == nil || len(inputs) == 0 {
 		return nil, nil
 	}
-	art, err := fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart})
+	art, err := c.Fetch(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
 	if !art.IsChart() {
 		return nil, nil
 	}
-	vals := map[string]any{}
-	if spec.Values != nil && len(bytes.TrimSpace(spec.Values.Raw)) > 0 {
-		// NOTE: values that cannot be read enable no subchart; the
-		// controller says what is wrong with them.
-		_ = json.Unmarshal(spec.Values.Raw, &vals)
+	schema, ok := c.schemas[schemaKey(spec)]
+	if !ok {
+		vals := map[string]any{}
+		if spec.Values != nil && len(bytes.TrimSpace(spec.Values.Raw)) > 0 {
+			// NOTE: values that cannot be read enable no subchart; the
+			// controller says what is wrong with them.
+			_ = json.Unmarshal(spec.Values.Raw, &vals)
+		}
+		if schema, err = values.SchemaFor(art.Chart.Chart, values.Sources{Spec: vals}); err != nil {
+			return nil, err
+		}
+		c.schemas[schemaKey(spec)] = schema
 	}
-	schema, err := values.SchemaFor(art.Chart.Chart, values.Sources{Spec: vals})
-	if err != nil {
-		return nil, err
-	}
+	unknown := schema.UnknownInputs(slices.Collect(maps.Keys(inputs)))
 	var out []string
-	for _, u := range schema.UnknownInputs(slices.Collect(maps.Keys(inputs))) {
-		msg := fmt.Sprintf("secret input %s: the chart's schema neither marks this path writeOnly nor defines it, so the chart may never read it and render its default instead", u.Path)
+	for i, u := range unknown {
+		if i == maxUnknownWarnings {
+			out = append(out, fmt.Sprintf("and %d more secret inputs the chart's schema neither marks writeOnly nor defines", len(unknown)-i))
+			break
+		}
+		path := cutPath(u.Path)
+		msg := fmt.Sprintf("secret input %s: the chart's schema neither marks this path writeOnly nor defines it, so the chart may never read it and render its default instead", path)
 		if u.Closed {
-			msg = fmt.Sprintf("secret input %s: the chart's schema does not allow this path (additionalProperties: false), and the controller will Block the Addon for it", u.Path)
+			msg = fmt.Sprintf("secret input %s: the chart's schema does not allow this path (additionalProperties: false), and the controller will Block the Addon for it", path)
 		}
 		if u.Closest != "" {
-			msg += fmt.Sprintf("; did you mean %s?", u.Closest)
+			msg += fmt.Sprintf("; did you mean %s?", cutPath(u.Closest))
 		}
 		out = append(out, msg)
 	}
 	return out, nil
+}
+
+// cutPath returns p cut to maxWarnedPath bytes, at a character's start,
+// with "…" where it was cut.
+func cutPath(p string) string {
+	if len(p) <= maxWarnedPath {
+		return p
+	}
+	n := maxWarnedPath
+	for n > 0 && !utf8.RuneStart(p[n]) {
+		n--
+	}
+	return p[:n] + "…"
 }

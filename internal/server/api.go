@@ -526,11 +526,12 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	// NOTE: before anything is written: a secret input in spec.values
 	// would be stored, readable by anyone who may view the Addon, before
 	// the controller Blocks it.
-	if err := s.checkSecretValues(r.Context(), userOf(r), "create", key, req.Spec, nil, apiSecrets, apiWarning(w)); err != nil {
+	check := s.chartCheck(userOf(r), "create", key)
+	if err := s.checkSecretValues(r.Context(), check, req.Spec, nil, apiSecrets, apiWarning(w)); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
-	s.warnUnknownSecretInputs(r.Context(), userOf(r), "create", key, req.Spec, req.SecretInputs, apiWarning(w))
+	s.warnUnknownSecretInputs(r.Context(), check, req.Spec, req.SecretInputs, apiWarning(w))
 	created, err := addons.Add(r.Context(), c, a, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -701,11 +702,12 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if err := s.checkSecretValues(r.Context(), userOf(r), "patch", key, next.Spec, current.Spec.Values, apiSecrets, apiWarning(w)); err != nil {
+	check := s.chartCheck(userOf(r), "patch", key)
+	if err := s.checkSecretValues(r.Context(), check, next.Spec, current.Spec.Values, apiSecrets, apiWarning(w)); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
-	s.warnUnknownSecretInputs(r.Context(), userOf(r), "patch", key, next.Spec, req.SecretInputs, apiWarning(w))
+	s.warnUnknownSecretInputs(r.Context(), check, next.Spec, req.SecretInputs, apiWarning(w))
 	// NOTE: the check judged the values against current, read before a
 	// chart fetch that may take --page-fetch-timeout: an edit of the values
 	// is made to that spec or to none (409), so that a secret input

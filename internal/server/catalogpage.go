@@ -192,7 +192,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	// Addon: the chart is fetched to check the values before the Addon is
 	// added, as the API's add checks them.
 	check := func(ctx context.Context) error {
-		return s.checkSecretValues(ctx, sess.user, "create", client.ObjectKeyFromObject(a), a.Spec, nil, catalogSecrets,
+		return s.checkSecretValues(ctx, s.chartCheck(sess.user, "create", client.ObjectKeyFromObject(a)), a.Spec, nil, catalogSecrets,
 			func(msg string) {
 				s.Log.Info("Values of a catalog add-on not checked", "user", sess.user.Name, "addon", a.Namespace+"/"+a.Name, "reason", msg)
 			})

@@ -121,25 +121,31 @@ func busyRefusal(err error, outcome string) (apiError, bool) {
 	return ae, true
 }
 
+// chartCheck returns the ChartCheck of one write by u, who may verb the
+// Addon key: the chart is fetched as a page's form fetches it (pageFetch),
+// once for all the write's checks.
+func (s *Server) chartCheck(u User, verb string, key client.ObjectKey) *addons.ChartCheck {
+	return addons.NewChartCheck(func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return s.pageFetch(ctx, u, verb, key, spec)
+	})
+}
+
 // checkSecretValues refuses, with a SecretValuesError, spec's values that
 // set or change secret inputs (values the chart's schema marks writeOnly)
 // from old, the Addon's stored spec.values (nil for a new Addon):
 // spec.values is read by anyone who may view the Addon. The chart is
-// fetched as a page's form fetches it (pageFetch), for a user who may verb
-// the Addon key, and only when the values changed; way is how the writer
-// takes the secret inputs at the paths it refuses. Secret inputs
-// that old holds already, and a chart whose source answers an error, are
+// fetched with check (chartCheck), and only when the values changed; way
+// is how the writer takes the secret inputs at the paths it refuses.
+// Secret inputs that old holds already, and a chart whose source answers an error, are
 // said by warn, and the write goes on, as the CLI's check does: the
 // controller then Blocks the Addon for them. A fetch that Capstan itself
 // could not make (busyRefusal) refuses the write.
-func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON,
+func (s *Server) checkSecretValues(ctx context.Context, check *addons.ChartCheck, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON,
 	way secretWay, warn func(string)) error {
 	if s.Fetcher == nil {
 		return nil
 	}
-	setPaths, heldPaths, err := addons.SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-		return s.pageFetch(ctx, u, verb, key, spec)
-	}, spec, old)
+	setPaths, heldPaths, err := check.SecretValuesChanged(ctx, spec, old)
 	if refusal, ok := busyRefusal(err, "spec.values were not checked for secret inputs, so nothing was written"); ok {
 		return refusal
 	}
@@ -165,15 +171,15 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 // warnUnknownSecretInputs warns of the secret inputs whose paths the
 // chart's schema neither marks writeOnly nor defines
 // (addons.UnknownSecretInputs), a misspelt name most often, which the
-// chart would never read. The chart is fetched as checkSecretValues
-// fetches it; one that cannot be is warned of too, and nothing is refused.
-func (s *Server) warnUnknownSecretInputs(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, inputs map[string]string, warn func(string)) {
+// chart would never read. The chart is fetched with check, the one
+// checkSecretValues fetched it with for the same write, so that the write
+// costs one access review, one fetch and one compile; one that cannot be
+// fetched is warned of too, and nothing is refused.
+func (s *Server) warnUnknownSecretInputs(ctx context.Context, check *addons.ChartCheck, spec capstanv1.AddonSpec, inputs map[string]string, warn func(string)) {
 	if s.Fetcher == nil || len(inputs) == 0 {
 		return
 	}
-	msgs, err := addons.UnknownSecretInputs(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-		return s.pageFetch(ctx, u, verb, key, spec)
-	}, spec, inputs)
+	msgs, err := check.UnknownSecretInputs(ctx, spec, inputs)
 	if err != nil {
 		warn(fmt.Sprintf("the chart could not be read to check the paths of the secret inputs against its schema (%v)", err))
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -289,5 +290,17 @@ func TestAPIWarnsOfUnknownSecretInputs(t *testing.T) {
 	expect(t, "an edit with a secret input the schema does not define", code, body, http.StatusOK)
 	if w := strings.Join(warnings, "\n"); !strings.Contains(w, "secret input adminPassword") || strings.Contains(w, "hunter4") {
 		t.Errorf("the Warning headers %q should name adminPassword, and not the value", warnings)
+	}
+
+	// NOTE: one header a path would make the answer's headers grow with
+	// the body; the first 10 are named, and the rest counted.
+	many := map[string]string{}
+	for i := range 30 {
+		many[fmt.Sprintf("unknown%02d", i)] = "hunter5"
+	}
+	code, body, warnings = callWarned(t, editor, http.MethodPatch, base+"/blog", map[string]any{"secretInputs": many})
+	expect(t, "an edit with 30 secret inputs the schema does not define", code, body, http.StatusOK)
+	if len(warnings) != 11 || !strings.Contains(warnings[10], "and 20 more secret inputs") {
+		t.Errorf("the Warning headers %q should name 10 paths and count 20 more", warnings)
 	}
 }
