@@ -98,6 +98,26 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 type secretCheck struct {
 	guard  netguard.Config
 	caFile string
+	// fetcher is the command's, made once by fetcherFor: each Fetcher
+	// keeps what it fetched, so the check, its re-check and the warning
+	// of unknown secret inputs download the chart once.
+	fetcher *source.Fetcher
+}
+
+// fetcherFor returns the command's chart fetcher for cfg, made on first
+// use.
+func (s *secretCheck) fetcherFor(cfg *rest.Config) (*source.Fetcher, error) {
+	if s.fetcher != nil {
+		return s.fetcher, nil
+	}
+	fopts, err := s.fetcherOptions()
+	if err != nil {
+		return nil, err
+	}
+	if s.fetcher, err = addons.NewFetcher(cfg, fopts); err != nil {
+		return nil, err
+	}
+	return s.fetcher, nil
 }
 
 func (s *secretCheck) add(cmd *cobra.Command) {
@@ -127,11 +147,7 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	if spec.Chart == nil || spec.Values == nil {
 		return nil
 	}
-	fopts, err := s.fetcherOptions()
-	if err != nil {
-		return err
-	}
-	fetcher, err := addons.NewFetcher(cfg, fopts)
+	fetcher, err := s.fetcherFor(cfg)
 	if err != nil {
 		return err
 	}
@@ -184,23 +200,21 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 
 // warnUnknown says on stderr which secret inputs the chart of spec has no
 // place for (addons.UnknownSecretInputs): a misspelt path is stored and
-// then never read, and the chart renders its default instead. A chart that
-// cannot be fetched is said on stderr too; nothing is refused.
+// then never read, and the chart renders its default instead. The chart
+// comes from the fetcher check fetched it with, not downloaded again. A
+// chart that cannot be fetched is said on stderr too; nothing is refused.
 func (s *secretCheck) warnUnknown(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec, inputs map[string]string) {
 	if spec.Chart == nil || len(inputs) == 0 {
 		return
 	}
-	fopts, err := s.fetcherOptions()
+	fetcher, err := s.fetcherFor(cfg)
 	if err == nil {
-		var fetcher *source.Fetcher
-		if fetcher, err = addons.NewFetcher(cfg, fopts); err == nil {
-			var msgs []string
-			msgs, err = addons.UnknownSecretInputs(cmd.Context(), func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-				return fetcher.Fetch(ctx, spec, nil)
-			}, spec, inputs)
-			for _, m := range msgs {
-				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: %s\n", key, m)
-			}
+		var msgs []string
+		msgs, err = addons.UnknownSecretInputs(cmd.Context(), func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+			return fetcher.Fetch(ctx, spec, nil)
+		}, spec, inputs)
+		for _, m := range msgs {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: %s\n", key, m)
 		}
 	}
 	if err != nil {

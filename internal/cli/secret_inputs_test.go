@@ -654,3 +654,52 @@ func TestUnknownSecretInputsAreWarnedOf(t *testing.T) {
 		t.Errorf("edit with --secret-input auth.password, which the schema marks writeOnly, warned:\n%s", out)
 	}
 }
+
+// TestSecretInputChecksDownloadTheChartOnce: add and edit with values and
+// --secret-input check the values for secret inputs and warn of unknown
+// secret inputs with one fetcher, whose cache serves the second: the
+// chart is downloaded once a command, not once a check.
+func TestSecretInputChecksDownloadTheChartOnce(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	archive, err := testcontroller.ChartArchive("blog", writeOnlyChart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fetches.Add(1)
+		_, _ = w.Write(archive)
+	}))
+	t.Cleanup(server.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("hunter2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fetch := []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
+	out, err := capstan(t, cluster, append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", server.URL + "/blog-1.0.0.tgz",
+		"--set", "replicas=2", "--secret-input", "auth.pasword=@" + pw}, fetch...)...)
+	if err != nil {
+		t.Fatalf("add --set with --secret-input: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "did you mean auth.password?") {
+		t.Errorf("add with --secret-input auth.pasword should warn of it:\n%s", out)
+	}
+	if n := fetches.Swap(0); n != 1 {
+		t.Errorf("add downloaded the chart %d times; want once", n)
+	}
+	out, err = capstan(t, cluster, append([]string{"addon", "edit", "blog", "-n", ns, "--set", "replicas=3", "--secret-input", "auth.pasword=@" + pw}, fetch...)...)
+	if err != nil {
+		t.Fatalf("edit --set with --secret-input: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "did you mean auth.password?") {
+		t.Errorf("edit with --secret-input auth.pasword should warn of it:\n%s", out)
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("edit downloaded the chart %d times; want once", n)
+	}
+}
