@@ -36,7 +36,8 @@ import (
 // the fetch guard. A folder without one whose subfolders hold a
 // kustomization is built so too, with the kustomization Flux's
 // kustomize-controller generates for it (generateKustomization), which,
-// as Flux's, lists no symlinked folder (scanFolder). Any other folder
+// unlike Flux's, lists what symlinked folders in the repository hold, each
+// real folder once (scanFolder). Any other folder
 // yields every .yaml and .yml file in it and its subfolders, taken
 // as is: files in path order (byte-wise, slash separated), documents in
 // file order, List kinds expanded into their items, empty documents
@@ -104,23 +105,18 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 	if kustomizationFile(fsys, dir) != "" {
 		objs, err = kustomize(fsys, dir, in, nil)
 	} else {
-		var entries, all []folderEntry
-		if entries, err = scanFolder(fsys, dir, skipFolderLinks); err != nil {
+		var entries []folderEntry
+		if entries, err = scanFolder(fsys, dir, followFolderLinksOnce); err != nil {
 			return nil, err
 		}
-		kustomized := func(e folderEntry) bool { return e.kustomized }
-		fluxLayout := slices.ContainsFunc(entries, kustomized)
+		fluxLayout := slices.ContainsFunc(entries, func(e folderEntry) bool { return e.kustomized })
 		if !fluxLayout {
-			// NOTE: a plain folder is read as a checkout on disk is, its
-			// symlinked folders walked too, so it is scanned again. A
-			// kustomization found only through a symlinked folder is the
-			// Flux layout still, built as Flux builds it: without what is
-			// under the link.
-			if all, err = scanFolder(fsys, dir, followFolderLinks); err != nil {
+			// NOTE: a plain folder is read as a checkout on disk is, every
+			// path of a file counted, and a link to a folder that holds it
+			// is an error, so it is scanned again. A scan that walks each
+			// real folder once finds every kustomization a full one finds.
+			if entries, err = scanFolder(fsys, dir, followFolderLinks); err != nil {
 				return nil, err
-			}
-			if fluxLayout = slices.ContainsFunc(all, kustomized); !fluxLayout {
-				entries = all
 			}
 		}
 		if fluxLayout {
@@ -344,10 +340,12 @@ type folderEntry struct {
 // subfolders alike): every .yaml and .yml file of dir and its subfolders,
 // and every subfolder that holds a kustomization, whose own files are not
 // listed. Files and folders whose names start with "." are left out.
-// folders says whether symlinked folders are walked: Flux's walk
-// (filepath.Walk) does not follow them, so a folder that links to its
-// parent or to a sibling is neither a loop nor read twice, and what is
-// under the link is not listed.
+// folders says how symlinked folders are walked (folderLinks). Flux's walk
+// (filepath.Walk) follows none; Capstan's follows those that stay in the
+// repository, each real folder once (followFolderLinksOnce), so that a
+// folder that links to its parent or to a sibling is neither a loop nor
+// read twice, and what a link brings in from elsewhere in the repository
+// is still listed.
 func scanFolder(fsys fs.FS, dir string, folders folderLinks) ([]folderEntry, error) {
 	var entries []folderEntry
 	err := walkLinks(fsys, dir, true, folders, func(p string, isDir bool) error {
@@ -363,7 +361,7 @@ func scanFolder(fsys fs.FS, dir string, folders folderLinks) ([]folderEntry, err
 		if isDir {
 			if kustomizationFile(fsys, p) != "" {
 				entries = append(entries, folderEntry{path: p, kustomized: true})
-				return fs.SkipDir
+				return errFolderListed
 			}
 			return nil
 		}
@@ -375,6 +373,11 @@ func scanFolder(fsys fs.FS, dir string, folders folderLinks) ([]folderEntry, err
 	if err != nil {
 		return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
 	}
+	// NOTE: in the order a walk of the paths lists them, each folder's
+	// entries by name, which followFolderLinksOnce does not keep.
+	slices.SortStableFunc(entries, func(a, b folderEntry) int {
+		return slices.Compare(strings.Split(a.path, "/"), strings.Split(b.path, "/"))
+	})
 	return entries, nil
 }
 
@@ -630,30 +633,44 @@ const (
 	maxLinkHops = 40
 )
 
-// folderLinks says whether walkLinks walks a symlink to a folder.
-type folderLinks bool
+// folderLinks says how walkLinks walks a symlink to a folder.
+type folderLinks int
 
 const (
 	// followFolderLinks walks a symlinked folder as a folder at the
-	// link's path, as a checkout on disk reads.
-	followFolderLinks folderLinks = true
-	// skipFolderLinks leaves a symlinked folder out, as Flux's
-	// kustomize-controller does when it generates a kustomization.
-	skipFolderLinks folderLinks = false
+	// link's path, as a checkout on disk reads: a link to a folder that
+	// holds it is a loop.
+	followFolderLinks folderLinks = iota
+	// followFolderLinksOnce walks each real folder (its path with every
+	// link resolved) at most once: the folders reached without a link
+	// first, then the linked ones, each at the first link's path. A link
+	// to a folder already walked or being walked (itself, a parent, a
+	// sibling) is left out, neither a loop nor a folder listed twice.
+	followFolderLinksOnce
 )
 
-// walkLinks calls visit with root and, in path order, every folder and
-// regular file under it, as fs.WalkDir does, but following symlinks: a
-// link to a file is that file at the link's path, and a link to a folder
-// is walked as a folder at the link's path when folders says so, else
-// left out. visit may return fs.SkipDir for a folder. Other special files
-// are left out. strict says what a link that cannot be followed
+// errFolderListed is what a walkLinks visit returns for a folder that it
+// takes whole (a kustomization) without walking it: fs.SkipDir, and with
+// followFolderLinksOnce the folder counts as walked, so that a link to it
+// is left out. A folder skipped with fs.SkipDir alone (a hidden one) is
+// still walked through a link to it.
+var errFolderListed = fmt.Errorf("folder listed whole: %w", fs.SkipDir)
+
+// walkLinks calls visit with root and every folder and regular file under
+// it, as fs.WalkDir does, but following symlinks: a link to a file is that
+// file at the link's path, and a link to a folder is walked as a folder at
+// the link's path. visit may return fs.SkipDir for a folder. Other special
+// files are left out. strict says what a link that cannot be followed
 // (dangling, leaving the repository, a loop, nested too deep) is: an
-// error when set, else left out.
+// error when set, else left out. With followFolderLinks the walk is in
+// path order; with followFolderLinksOnce the linked folders come after
+// the rest (see folderLinks), and a link to a folder already walked is
+// left out whether strict is set or not.
 //
 // Loops are found when fsys can read links (fs.ReadLinkFS, as the
 // source's tree and fstest.MapFS can); on another fs.FS, the depth, file
-// and byte bounds still end the walk.
+// and byte bounds still end the walk, and followFolderLinksOnce cannot
+// tell one real folder from another.
 func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit func(p string, dir bool) error) error {
 	linked := 0
 	// real holds, for each folder being walked, its path with every link
@@ -666,13 +683,32 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 		}
 		real = []string{r}
 	}
+	once := folders == followFolderLinksOnce
+	// walked holds the real paths of the folders walked, and later the
+	// linked folders left for after the rest, when once is set.
+	walked := map[string]bool{}
+	type later struct {
+		p, real string
+		depth   int
+		holders []string
+	}
+	var linkedFolders []later
 	var walk func(p string, depth int) error
 	walk = func(p string, depth int) error {
+		if once && real != nil && walked[real[len(real)-1]] {
+			return nil
+		}
 		if err := visit(p, true); err != nil {
+			if errors.Is(err, errFolderListed) && real != nil {
+				walked[real[len(real)-1]] = true
+			}
 			if errors.Is(err, fs.SkipDir) {
 				return nil
 			}
 			return err
+		}
+		if real != nil {
+			walked[real[len(real)-1]] = true
 		}
 		entries, err := fs.ReadDir(fsys, p)
 		if err != nil {
@@ -694,9 +730,6 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 					continue
 				}
 				if isDir = info.IsDir(); isDir {
-					if folders == skipFolderLinks {
-						continue
-					}
 					if real != nil {
 						if cReal, err = realPath(fsys, c); err != nil {
 							if strict {
@@ -705,7 +738,7 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 							continue
 						}
 						if held := holder(real, cReal); held != "" {
-							if strict {
+							if strict && !once {
 								return fmt.Errorf("symlink %s points to %s, a folder that holds the link, so it would be walked without end: "+
 									"remove the link or point it at a folder that does not hold it", c, held)
 							}
@@ -716,6 +749,10 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 						if strict {
 							return fmt.Errorf("symlink %s goes through more than %d symlinked folders: does it point to a folder above it?", c, maxLinkDepth)
 						}
+						continue
+					}
+					if once {
+						linkedFolders = append(linkedFolders, later{p: c, real: cReal, depth: d, holders: slices.Clone(real)})
 						continue
 					}
 				} else if !info.Mode().IsRegular() {
@@ -746,7 +783,27 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 		}
 		return nil
 	}
-	return walk(root, 0)
+	if err := walk(root, 0); err != nil {
+		return err
+	}
+	// NOTE: the linked folders are walked after every folder reached
+	// without a link, so that a folder is listed at its own path when it
+	// has one, whichever name sorts first; a linked folder found in a
+	// linked folder is queued behind them.
+	for len(linkedFolders) > 0 {
+		l := linkedFolders[0]
+		linkedFolders = linkedFolders[1:]
+		if real != nil {
+			real = append(l.holders, l.real)
+		}
+		if linked++; linked > maxLinkedFiles {
+			return fmt.Errorf("symlinks under %s reach more than %d files and folders: does one point to a folder above it?", root, maxLinkedFiles)
+		}
+		if err := walk(l.p, l.depth); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // holder returns the folder of walking, the real paths of the folders being
