@@ -99,8 +99,12 @@ func (r Repo) cloneLimits() source.Limits {
 func (r Repo) shown() string { return netguard.Redact(r.URL) }
 
 // clean takes the URL's user and password out of an error of go-git's or
-// Go's, which may quote it.
-func (r Repo) clean(err error) error { return netguard.RedactError(err, r.URL) }
+// Go's, which may quote it, and names an address a redirect led to by its
+// origin alone, as a source's error does (netguard.HideAddresses).
+func (r Repo) clean(err error) error {
+	own, _ := url.Parse(netguard.Redact(r.URL))
+	return netguard.RedactError(netguard.HideAddresses(err, own), r.URL)
+}
 
 // Head returns the branch to read, the remote's default when branch is
 // empty, and the commit at its head, without fetching anything else.

@@ -501,3 +501,95 @@ var ErrRefused = errors.New("fetch guard refused the address")
 
 // Is makes errors.Is(err, ErrRefused) true for every refusal.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
+
+// HideAddresses is err with every http and https address it names cut to
+// what may be shown: an address of another origin than own's (a redirect's
+// target) by its origin alone (Origin), one of own's origins by its path
+// without the query. NOTE: a redirect's target is often a signed address,
+// whose token is in the query and, on some CDNs, in the path
+// (/t/eyJhbGciOi.../repo.git), which no rule can tell from an ordinary
+// segment; net/http quotes it in its url.Error and go-git in its status
+// and "changes scheme" messages, as plain text. So every *url.Error in the
+// chain is rewritten in place, and the text is scrubbed too: the result
+// reads the scrubbed text and still answers errors.Is and errors.As as err
+// does. A go-git status error is reworded to name only the origin.
+func HideAddresses(err error, own ...*url.URL) error {
+	if err == nil {
+		return nil
+	}
+	hide := func(u *url.URL) string {
+		shown := &url.URL{Scheme: u.Scheme, Host: u.Host}
+		for _, o := range own {
+			if o != nil && SameOrigin(o, u) {
+				shown.Path = u.Path
+				break
+			}
+		}
+		return shown.String()
+	}
+	var rewrite func(e error)
+	rewrite = func(e error) {
+		for e != nil {
+			if ue, ok := e.(*url.Error); ok {
+				if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+					ue.URL = hide(u)
+				} else {
+					ue.URL = Redact(ue.URL)
+				}
+			}
+			if joined, ok := e.(interface{ Unwrap() []error }); ok {
+				for _, c := range joined.Unwrap() {
+					rewrite(c)
+				}
+				return
+			}
+			e = errors.Unwrap(e)
+		}
+	}
+	rewrite(err)
+	text := err.Error()
+	msg := gitStatusRE.ReplaceAllStringFunc(text, func(s string) string {
+		m := gitStatusRE.FindStringSubmatch(s)
+		return "unexpected status " + m[2] + " from " + originText(m[1])
+	})
+	msg = addressRE.ReplaceAllStringFunc(msg, func(s string) string {
+		trimmed := strings.TrimRight(s, ".,;:)]}")
+		u, perr := url.Parse(trimmed)
+		if perr != nil || u.Host == "" {
+			return originText(trimmed) + s[len(trimmed):]
+		}
+		return hide(u) + s[len(trimmed):]
+	})
+	if msg == text {
+		return err
+	}
+	return Retext(err, msg)
+}
+
+var (
+	// addressRE finds an http or https address in a message, quoted or not.
+	addressRE = regexp.MustCompile("(?i)\\bhttps?://[^\\s\"'<>`]+")
+	// gitStatusRE finds go-git's message for a status it did not expect
+	// (plumbing/transport/http.Err), which quotes the last hop's address.
+	gitStatusRE = regexp.MustCompile(`unexpected requesting "([^"]*)" status code: (\d+)`)
+)
+
+// originText is the scheme and authority of an address given as text, its
+// user information left out; what comes after them is cut even when Go
+// cannot parse the address.
+func originText(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Host != "" {
+		return Origin(u)
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return scheme + "://" + rest
+}

@@ -420,3 +420,41 @@ func TestRefusedRedirectNamesItsOriginOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestHideAddresses: an error's addresses, in the url.Errors of its chain
+// and in plain text (go-git's and oras's messages), are cut to the origin
+// for another origin than the source's own, and to the path without the
+// query for its own; the result still answers errors.As.
+func TestHideAddresses(t *testing.T) {
+	own, _ := url.Parse("https://git.example/org/repo.git")
+	for _, tc := range []struct {
+		in   error
+		want string
+	}{
+		{&url.Error{Op: "Get", URL: "https://cdn.example:8443/t/pathtoken/repo.git/info/refs?sig=querytoken", Err: errors.New("refused")},
+			`Get "https://cdn.example:8443": refused`},
+		{fmt.Errorf("listing: %w", &url.Error{Op: "Get", URL: "https://git.example/org/repo.git/info/refs?service=git-upload-pack&sig=querytoken", Err: errors.New("EOF")}),
+			`listing: Get "https://git.example/org/repo.git/info/refs": EOF`},
+		{errors.New(`unexpected client error: unexpected requesting "https://user:pw@cdn.example/t/pathtoken/x?sig=querytoken" status code: 500`),
+			"unexpected client error: unexpected status 500 from https://cdn.example"},
+		{errors.New(`http redirect: changes scheme from "https" to "http": http://cdn.example/pathtoken?querytoken, then (HTTPS://cdn.example/pathtoken).`),
+			`http redirect: changes scheme from "https" to "http": http://cdn.example, then (https://cdn.example).`},
+		{errors.New(`GET "https://blob.example/pathtoken?sig=querytoken": mismatch Content-Length`),
+			`GET "https://blob.example": mismatch Content-Length`},
+		{errors.New(`bad address https://cdn.example:bad%zz/pathtoken?querytoken`), "bad address https://cdn.example:bad%zz"},
+	} {
+		got := HideAddresses(tc.in, own)
+		if got.Error() != tc.want {
+			t.Errorf("HideAddresses(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if ue := new(*url.Error); errors.As(tc.in, ue) && !errors.As(got, ue) {
+			t.Errorf("HideAddresses(%q) lost the url.Error", tc.in)
+		}
+	}
+	if err := errors.New("nothing to hide"); HideAddresses(err, own) != err {
+		t.Error("an error without an address must come back as it is")
+	}
+	if HideAddresses(nil, own) != nil {
+		t.Error("nil must stay nil")
+	}
+}

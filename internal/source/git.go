@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	corev1 "k8s.io/api/core/v1"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -283,7 +284,10 @@ func gitError(shown, doing string, err error) error {
 	case errors.Is(err, ErrGitTooLarge), errors.Is(err, ErrTooManyRefs), errors.Is(err, ErrGitMemoryBusy), errors.As(err, new(*RetryAfterError)):
 		hint = "" // it says what to do
 	}
-	return &FetchError{URL: shown, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}
+	// NOTE: a redirect's target, often a signed address, is named by its
+	// origin alone, as a chart's is (netguard.HideAddresses).
+	own, _ := url.Parse(shown)
+	return &FetchError{URL: shown, Err: fmt.Errorf("%s: %w", doing, netguard.HideAddresses(err, own)), Hint: hint}
 }
 
 // readTree copies a git tree into memory within the limits. Submodules are
