@@ -478,6 +478,11 @@ func ociError(registry, ref, doing string, withCreds bool, err error) error {
 	case strings.Contains(msg, "not found") || statusCode(msg, "404"):
 		hint = "the registry has no such chart, tag or digest; check spec.chart.oci and spec.chart.version"
 	}
+	// NOTE: oras builds some errors as plain text that quotes the last
+	// hop (a blob's mismatched Content-Length or digest on a CDN), which
+	// hideSignedAddress cannot reach: their addresses are cut as text.
+	host := orasregistry.Reference{Registry: registry}.Host()
+	err = netguard.HideAddresses(err, &url.URL{Scheme: "https", Host: host}, &url.URL{Scheme: "http", Host: host})
 	return &FetchError{URL: ref, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}
 }
 

@@ -496,6 +496,12 @@ func TestOCIErrorHints(t *testing.T) {
 		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://registry.example/v2/charts/demo/manifests/1.0.0?topsecret"), StatusCode: http.StatusNotFound}, want: "https://registry.example/v2/charts/demo/manifests/1.0.0\""},
 		// A redirect the guard refused, as net/http reports it.
 		{err: &url.Error{Op: "Get", URL: "https://10.1.2.3/t/topsecret/blobs/sha256:ab?X-Signature=topsecret", Err: errors.New("redirect to https://10.1.2.3: fetch guard refused")}, want: `Get "https://10.1.2.3": redirect to https://10.1.2.3`},
+		// oras's own texts that quote a blob's last hop, a signed address
+		// on a CDN that answered with a wrong length or digest: named by
+		// its origin alone; the registry's own address keeps its path.
+		{err: fmt.Errorf("%s %q: mismatch Content-Length", "GET", "https://cdn.example/t/topsecret/blobs/sha256:ab?X-Signature=topsecret"), withCreds: true, want: `GET "https://cdn.example": mismatch Content-Length`},
+		{err: fmt.Errorf("%s %q: invalid response; digest mismatch in Docker-Content-Digest: received %q when expecting %q", "GET", "https://cdn.example:8443/topsecret/blob?sig=topsecret", "sha256:cd", "sha256:ab"), want: `GET "https://cdn.example:8443": invalid response`},
+		{err: fmt.Errorf("%s %q: mismatch Content-Length", "GET", "https://registry.example/v2/charts/demo/blobs/sha256:ab?topsecret"), want: `GET "https://registry.example/v2/charts/demo/blobs/sha256:ab": mismatch`},
 		// A token server got the credentials, as the registry does.
 		{err: fmt.Errorf("%s %q: %w", "GET", "https://registry.example/v2/charts/demo/manifests/1.0.0", &errcode.ErrorResponse{Method: "GET", URL: u("https://auth.example/token?scope=x"), StatusCode: http.StatusUnauthorized}), withCreds: true, want: "refused the credentials", not: "redirect"},
 	} {
