@@ -488,7 +488,7 @@ func (o *renderOptions) addonNamespace(cmd *cobra.Command, file string, addon *c
 // renderAccepts says what capstan render -f renders, for the errors that
 // refuse a file.
 const renderAccepts = "capstan render -f renders an Addon (apiVersion: capstan.dev/v1alpha1, kind: Addon) " +
-	"or a definition of a gitops repository (addons/NAME.yaml, with name: and helm: or git:)"
+	"or a definition of a gitops repository (addons/NAME.yaml, with name: and a source: helm:, or git: with url: or path:)"
 
 // specPathNote writes line once, before the first message that names a
 // field of an Addon's spec, so that the user of a gitops definition, whose
