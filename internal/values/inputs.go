@@ -41,6 +41,19 @@ const (
 	maxSuggestions   = 10
 )
 
+// maxInputPath is the longest secret-input path, in bytes, that is
+// looked for in the schema; a longer one counts as known. Each step of
+// the walk hashes the path's key and runs the patternProperties over it,
+// so the walk's bound on steps bounds its work only with the key's
+// length bounded too; no chart names a key this long by mistake.
+const maxInputPath = 1024
+
+// maxNamePath is the longest writeOnly path worth collecting: a path that
+// differs in length from every suggested one (at most maxSuggestedPath)
+// by more than suggestionDistance can never be suggested, and a chart's
+// long property names must not cost a copy at every path below them.
+var maxNamePath = maxSuggestedPath + suggestionDistance(maxSuggestedPath)
+
 // UnknownInputs returns the secret inputs of paths (targetPaths) that the
 // schema does not know: no schema that validation applies along the path
 // names the path's keys (properties, a matching patternProperties, an
@@ -50,8 +63,8 @@ const (
 // keys), which takes any key. A global.* path is known to a subchart's
 // schema too, as Helm gives each subchart the top-level global. A schema
 // that cannot be followed to the end ($dynamicRef, past maxSchemaDepth or
-// maxInputVisits) counts as knowing the path, so nothing is said in doubt.
-// A nil schema (a chart without one) knows every path.
+// maxInputVisits) counts as knowing the path, so nothing is said in doubt,
+// and so does a path longer than maxInputPath. A nil schema (a chart without one) knows every path.
 func (s *Schema) UnknownInputs(paths []string) []UnknownInput {
 	if s == nil {
 		return nil
@@ -61,6 +74,9 @@ func (s *Schema) UnknownInputs(paths []string) []UnknownInput {
 	named := false
 	w := &inputWalk{}
 	for _, p := range slices.Sorted(slices.Values(paths)) {
+		if len(p) > maxInputPath {
+			continue
+		}
 		segs, index, err := PathIndexes(p)
 		if err != nil {
 			continue
@@ -258,7 +274,7 @@ func (s *Schema) writeOnlyNames() []string {
 		seen := map[*jsonschema.Schema]bool{}
 		var walk func(sch *jsonschema.Schema, name string, global bool, depth int) bool
 		walk = func(sch *jsonschema.Schema, name string, global bool, depth int) bool {
-			if sch == nil || seen[sch] || depth > maxSchemaDepth {
+			if sch == nil || seen[sch] || depth > maxSchemaDepth || len(prefix)+len(name) > maxNamePath {
 				return true
 			}
 			if visits++; visits > maxSchemaVisits {

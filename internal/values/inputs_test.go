@@ -118,6 +118,29 @@ func TestUnknownInputsBoundTheWalkOfBranchingRefs(t *testing.T) {
 	}
 }
 
+// TestUnknownInputsBoundTheWorkOfLongNames: a secret-input path longer
+// than maxInputPath is not looked for (each step of the walk would hash
+// it and run the patternProperties over it), and a schema's property name
+// too long ever to be suggested is not copied into the paths below it.
+func TestUnknownInputsBoundTheWorkOfLongNames(t *testing.T) {
+	long := strings.Repeat("k", 4*maxNamePath)
+	s, err := ParseSchema("app", []byte(`{"type": "object", "properties": {
+		"token": {"type": "string", "writeOnly": true},
+		"`+long+`": {"type": "object", "properties": {"a": {"type": "string", "writeOnly": true}, "b": {"type": "string", "writeOnly": true}}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.writeOnlyNames(); !reflect.DeepEqual(got, []string{"token"}) {
+		t.Errorf("writeOnlyNames = %d paths (%.40q...), want only token", len(got), got)
+	}
+	longest := strings.Repeat("y", maxInputPath)
+	got := s.UnknownInputs([]string{longest + "z", longest, "tokn"})
+	want := []UnknownInput{{Path: "tokn", Closest: "token"}, {Path: longest}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("UnknownInputs = %d inputs, want the path of %d bytes and tokn", len(got), maxInputPath)
+	}
+}
+
 // TestUnknownInputsSuggestOnlyNearPaths: a path is suggested only when it
 // is within a third of the path's length in edits (at least 2), so that
 // the suggestion is a likely misspelling; a path longer than
