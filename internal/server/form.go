@@ -205,7 +205,7 @@ func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]
 	if !ok {
 		return fields
 	}
-	return applySecretPaths(fields, secret)
+	return applySecretPaths(fields, secret, false)
 }
 
 // compiledSecretPaths are the paths that the chart ch's compiled schema
@@ -272,7 +272,11 @@ func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map
 			secret = append(secret, strings.Split(f.Path, "."))
 		}
 	})
-	out = applySecretPaths(fields, secret)
+	// NOTE: a list the save's values make secret stays, plain: dropped
+	// from the form drawn again, its value would not be posted back, and
+	// the next save of an edit would take it out of spec.values without
+	// putting it in a Secret. The refusal names it if it holds a secret.
+	out = applySecretPaths(fields, secret, true)
 	walkFields(out, func(f *formField) {
 		if !f.WriteOnly || was[f.Path] {
 			return
@@ -373,8 +377,9 @@ func standIn(kind string, enum []any) any {
 
 // applySecretPaths makes each field at or under one of secret a secret
 // field, and every other one not: a list with a secret input in it, or an
-// object left with no field, is dropped.
-func applySecretPaths(fields []formField, secret [][]string) []formField {
+// object left with no field, is dropped, unless keepLists keeps such a
+// list as a plain field.
+func applySecretPaths(fields []formField, secret [][]string, keepLists bool) []formField {
 	out := fields[:0]
 	for _, f := range fields {
 		path := strings.Split(f.Path, ".")
@@ -389,12 +394,15 @@ func applySecretPaths(fields []formField, secret [][]string) []formField {
 		}
 		switch f.Kind {
 		case "object":
-			if f.Children = applySecretPaths(f.Children, secret); len(f.Children) == 0 {
+			if f.Children = applySecretPaths(f.Children, secret, keepLists); len(f.Children) == 0 {
 				continue
 			}
 		case "array":
 			if f.WriteOnly || below {
-				continue
+				if !keepLists {
+					continue
+				}
+				f.WriteOnly = false
 			}
 		}
 		out = append(out, f)

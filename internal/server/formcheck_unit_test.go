@@ -197,3 +197,33 @@ func TestSecretAdviceSaysEachPathsWay(t *testing.T) {
 		}
 	}
 }
+
+// TestRedrawKeepsAListTheSaveMakesSecret: the form drawn again after a
+// refused save keeps, as a plain field, a list that the save's values
+// make secret; dropped, its value would not be posted back, and the next
+// save of an edit would take it out of spec.values without putting it in
+// a Secret. The form drawn first drops such a list, as before.
+func TestRedrawKeepsAListTheSaveMakesSecret(t *testing.T) {
+	fields := func() []formField {
+		return []formField{{Path: "mode", Kind: "string"}, {Path: "ldap", Kind: "object", Children: []formField{
+			{Path: "ldap.bindPassword", Kind: "string"},
+			{Path: "ldap.servers", Kind: "array", Item: "string", Value: "a.example\nb.example"},
+		}}}
+	}
+	secret := [][]string{{"ldap"}}
+	paths := func(fs []formField) map[string]bool {
+		out := map[string]bool{}
+		walkFields(fs, func(f *formField) { out[f.Path] = f.WriteOnly })
+		return out
+	}
+	redrawn := paths(applySecretPaths(fields(), secret, true))
+	if secret, ok := redrawn["ldap.servers"]; !ok || secret {
+		t.Errorf("drawn again, the form's fields are %v; want ldap.servers kept as a plain field", redrawn)
+	}
+	if !redrawn["ldap.bindPassword"] {
+		t.Errorf("drawn again, the form's fields are %v; want ldap.bindPassword a secret field", redrawn)
+	}
+	if first := paths(applySecretPaths(fields(), secret, false)); len(first) != 2 || !first["ldap.bindPassword"] {
+		t.Errorf("drawn first, the form's fields are %v; want mode and the secret ldap.bindPassword, the list dropped", first)
+	}
+}
