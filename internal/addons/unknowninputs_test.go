@@ -77,7 +77,7 @@ func TestChartCheckFetchesAndCompilesOnce(t *testing.T) {
 func TestUnknownSecretInputsBoundTheWarnings(t *testing.T) {
 	fetch, _ := pinFetch(t)
 	spec := capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "http://127.0.0.1/pin-1.0.0.tgz"}}
-	inputs := map[string]string{"a" + strings.Repeat("é", 1000): "x"}
+	inputs := map[string]string{"a" + strings.Repeat("é", 400): "x"}
 	for i := range 24 {
 		inputs[fmt.Sprintf("k%02d", i)] = "x"
 	}
