@@ -645,15 +645,14 @@ const (
 	// link resolved) at most once: the folders reached without a link
 	// first, then the linked ones, each at the first link's path. A link
 	// to a folder already walked or being walked (itself, a parent, a
-	// sibling), or under a folder listed whole, is left out, neither a
-	// loop nor a folder listed twice.
+	// sibling) is left out, neither a loop nor a folder listed twice.
 	followFolderLinksOnce
 )
 
 // errFolderListed is what a walkLinks visit returns for a folder that it
 // takes whole (a kustomization) without walking it: fs.SkipDir, and with
-// followFolderLinksOnce the folder and every folder under it count as
-// walked, so that a link to any of them is left out. A folder skipped with fs.SkipDir alone (a hidden one) is
+// followFolderLinksOnce the folder counts as walked, so that a link to it
+// is left out. A folder skipped with fs.SkipDir alone (a hidden one) is
 // still walked through a link to it.
 var errFolderListed = fmt.Errorf("folder listed whole: %w", fs.SkipDir)
 
@@ -688,10 +687,6 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 	// walked holds the real paths of the folders walked, and later the
 	// linked folders left for after the rest, when once is set.
 	walked := map[string]bool{}
-	// listed holds the real paths of the folders listed whole: every
-	// folder under one counts as walked too, since the kustomization that
-	// lists it may take it in.
-	var listed []string
 	type later struct {
 		p, real string
 		depth   int
@@ -700,12 +695,12 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 	var linkedFolders []later
 	var walk func(p string, depth int) error
 	walk = func(p string, depth int) error {
-		if once && real != nil && (walked[real[len(real)-1]] || within(listed, real[len(real)-1])) {
+		if once && real != nil && walked[real[len(real)-1]] {
 			return nil
 		}
 		if err := visit(p, true); err != nil {
 			if errors.Is(err, errFolderListed) && real != nil {
-				listed = append(listed, real[len(real)-1])
+				walked[real[len(real)-1]] = true
 			}
 			if errors.Is(err, fs.SkipDir) {
 				return nil
@@ -809,17 +804,6 @@ func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit 
 		}
 	}
 	return nil
-}
-
-// within reports whether the real path p is one of folders or lies under
-// one of them.
-func within(folders []string, p string) bool {
-	for _, f := range folders {
-		if f == "." || p == f || strings.HasPrefix(p, f+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // holder returns the folder of walking, the real paths of the folders being
