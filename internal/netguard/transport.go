@@ -16,9 +16,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
 // Default limits of the guarded transport.
@@ -505,41 +502,26 @@ var ErrRefused = errors.New("fetch guard refused the address")
 // Is makes errors.Is(err, ErrRefused) true for every refusal.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
-// HideAddresses is err with the http and https addresses of the request's
-// hops cut to what may be shown: one of another origin than own's (a
-// redirect's target) by its origin alone (Origin), one of own's origins by
-// its path, without the query. NOTE: a redirect's target is often a signed
-// address, whose token is in the query and, on some CDNs, in the path
+// HideAddresses is err with every http and https address it names cut to
+// what may be shown: an address of another origin than own's (a redirect's
+// target) by its origin alone (Origin), one of own's origins by its path
+// without the query. NOTE: a redirect's target is often a signed address,
+// whose token is in the query and, on some CDNs, in the path
 // (/t/eyJhbGciOi.../repo.git), which no rule can tell from an ordinary
-// segment; net/http quotes it in its url.Error, go-git in its status and
-// redirect messages and oras in its "GET \"…\":" prefixes, as plain text.
-// So every *url.Error in the chain is rewritten in place, those texts are
-// scrubbed, and so is every other address on a host the request went to:
-// own's, a url.Error's, the request of go-git's status error or of oras's
-// error response, or one those texts name. An address on another host is
-// the server's own text (go-git quotes the body of a 401, 403 or 404, where
-// a hosting provider links its help page), so it keeps its path and anchor
-// and loses only its query; one Go cannot parse is cut to its origin. The
-// result reads the scrubbed text and still answers errors.Is and errors.As
-// as err does. A go-git status error is reworded to name only the origin.
+// segment; net/http quotes it in its url.Error and go-git in its status
+// and "changes scheme" messages, as plain text. So every *url.Error in the
+// chain is rewritten in place, and the text is scrubbed too: the result
+// reads the scrubbed text and still answers errors.Is and errors.As as err
+// does. A go-git status error is reworded to name only the origin.
 func HideAddresses(err error, own ...*url.URL) error {
 	if err == nil {
 		return nil
-	}
-	hops := map[string]bool{}
-	addHop := func(u *url.URL) {
-		if u != nil && u.Hostname() != "" {
-			hops[strings.ToLower(u.Hostname())] = true
-		}
-	}
-	for _, o := range own {
-		addHop(o)
 	}
 	hide := func(u *url.URL) string {
 		shown := &url.URL{Scheme: u.Scheme, Host: u.Host}
 		for _, o := range own {
 			if o != nil && SameOrigin(o, u) {
-				shown.Path, shown.Fragment = u.Path, u.Fragment
+				shown.Path = u.Path
 				break
 			}
 		}
@@ -548,20 +530,12 @@ func HideAddresses(err error, own ...*url.URL) error {
 	var rewrite func(e error)
 	rewrite = func(e error) {
 		for e != nil {
-			switch t := e.(type) {
-			case *url.Error:
-				if u, perr := url.Parse(t.URL); perr == nil && u.Host != "" {
-					addHop(u)
-					t.URL = hide(u)
+			if ue, ok := e.(*url.Error); ok {
+				if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+					ue.URL = hide(u)
 				} else {
-					t.URL = Redact(t.URL)
+					ue.URL = Redact(ue.URL)
 				}
-			case *githttp.Err:
-				if t.Response != nil && t.Response.Request != nil {
-					addHop(t.Response.Request.URL)
-				}
-			case *errcode.ErrorResponse:
-				addHop(t.URL)
 			}
 			if joined, ok := e.(interface{ Unwrap() []error }); ok {
 				for _, c := range joined.Unwrap() {
@@ -574,14 +548,6 @@ func HideAddresses(err error, own ...*url.URL) error {
 	}
 	rewrite(err)
 	text := err.Error()
-	// The addresses a client wrote are hops, whatever their host.
-	for _, re := range clientAddressREs {
-		for _, m := range re.FindAllStringSubmatch(text, -1) {
-			if u, perr := url.Parse(strings.TrimRight(m[1], ".,;:)]}")); perr == nil {
-				addHop(u)
-			}
-		}
-	}
 	msg := gitStatusRE.ReplaceAllStringFunc(text, func(s string) string {
 		m := gitStatusRE.FindStringSubmatch(s)
 		return "unexpected status " + m[2] + " from " + originText(m[1])
@@ -589,16 +555,10 @@ func HideAddresses(err error, own ...*url.URL) error {
 	msg = addressRE.ReplaceAllStringFunc(msg, func(s string) string {
 		trimmed := strings.TrimRight(s, ".,;:)]}")
 		u, perr := url.Parse(trimmed)
-		switch {
-		case perr != nil || u.Host == "":
+		if perr != nil || u.Host == "" {
 			return originText(trimmed) + s[len(trimmed):]
-		case hops[strings.ToLower(u.Hostname())]:
-			return hide(u) + s[len(trimmed):]
-		case u.User == nil && u.RawQuery == "" && !u.ForceQuery:
-			return s
 		}
-		u.User, u.RawQuery, u.ForceQuery = nil, "", false
-		return u.String() + s[len(trimmed):]
+		return hide(u) + s[len(trimmed):]
 	})
 	if msg == text {
 		return err
@@ -612,15 +572,6 @@ var (
 	// gitStatusRE finds go-git's message for a status it did not expect
 	// (plumbing/transport/http.Err), which quotes the last hop's address.
 	gitStatusRE = regexp.MustCompile(`unexpected requesting "([^"]*)" status code: (\d+)`)
-	// clientAddressREs find the addresses a client library wrote into its
-	// own text, each a hop of the request: go-git's status error and
-	// redirect refusals, and the `%s %q:` prefix of oras's (and net/http's
-	// url.Error's) messages.
-	clientAddressREs = []*regexp.Regexp{
-		gitStatusRE,
-		regexp.MustCompile("(?i)http redirect: (?:changes scheme from \"[^\"]*\" to \"[^\"]*\": |redirects disabled to |redirect on non-initial request to )(https?://[^\\s\"'<>`]+)"),
-		regexp.MustCompile(`\b[A-Za-z]+ "(https?://[^"]+)":`),
-	}
 )
 
 // originText is the scheme and authority of an address given as text, its

@@ -14,11 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	"oras.land/oras-go/v2/registry/remote/errcode"
 )
 
 // countingListener counts the connections a loopback listener accepts, to
@@ -426,12 +421,10 @@ func TestRefusedRedirectNamesItsOriginOnly(t *testing.T) {
 	}
 }
 
-// TestHideAddresses: the addresses of an error's hops, in the url.Errors of
-// its chain, in go-git's and oras's messages and wherever else the text
-// names their hosts, are cut to the origin for another origin than the
-// source's own, and to the path without the query for its own; an address
-// on another host, a help link in the server's reason, loses only its
-// query. The result still answers errors.As.
+// TestHideAddresses: an error's addresses, in the url.Errors of its chain
+// and in plain text (go-git's and oras's messages), are cut to the origin
+// for another origin than the source's own, and to the path without the
+// query for its own; the result still answers errors.As.
 func TestHideAddresses(t *testing.T) {
 	own, _ := url.Parse("https://git.example/org/repo.git")
 	for _, tc := range []struct {
@@ -449,20 +442,6 @@ func TestHideAddresses(t *testing.T) {
 		{errors.New(`GET "https://blob.example/pathtoken?sig=querytoken": mismatch Content-Length`),
 			`GET "https://blob.example": mismatch Content-Length`},
 		{errors.New(`bad address https://cdn.example:bad%zz/pathtoken?querytoken`), "bad address https://cdn.example:bad%zz"},
-		// A server's own reason (go-git quotes a 401's body) keeps the
-		// help links on hosts the request never went to, path and anchor.
-		{fmt.Errorf("%w: %s", transport.ErrAuthenticationRequired, "remote: Please see https://docs.github.com/get-started/git-basics/about-remote-repositories#cloning-with-https-urls for information."),
-			"authentication required: remote: Please see https://docs.github.com/get-started/git-basics/about-remote-repositories#cloning-with-https-urls for information."},
-		{errors.New(`denied: see https://git.example/help/topics/git/troubleshooting?ref=querytoken#error-on-git-fetch and https://user:pw@support.example/kb/401?ref=querytoken#basic-auth`),
-			"denied: see https://git.example/help/topics/git/troubleshooting#error-on-git-fetch and https://support.example/kb/401#basic-auth"},
-		// A host the chain shows was a hop is cut wherever it is named.
-		{fmt.Errorf("%w (see https://cdn.example:8443/t/pathtoken/status or https://docs.example/cdn#redirects)", &url.Error{Op: "Get", URL: "https://cdn.example:8443/t/pathtoken/repo.git", Err: errors.New("EOF")}),
-			`Get "https://cdn.example:8443": EOF (see https://cdn.example:8443 or https://docs.example/cdn#redirects)`},
-		{fmt.Errorf("%w; storage said https://blob.example/pathtoken is gone, see https://docs.example/blobs#gone", plumbing.NewUnexpectedError(&githttp.Err{Response: &http.Response{StatusCode: 500, Request: &http.Request{URL: &url.URL{Scheme: "https", Host: "blob.example", Path: "/pathtoken"}}}})),
-			"unexpected client error: unexpected status 500 from https://blob.example; storage said https://blob.example is gone, see https://docs.example/blobs#gone"},
-		{&errcode.ErrorResponse{Method: "GET", URL: &url.URL{Scheme: "https", Host: "blob.example", Path: "/pathtoken", RawQuery: "sig=querytoken"}, StatusCode: 403,
-			Errors: errcode.Errors{{Code: "DENIED", Message: "see https://docs.example/registry#denied"}}},
-			`GET "https://blob.example": response status code 403: denied: see https://docs.example/registry#denied`},
 	} {
 		got := HideAddresses(tc.in, own)
 		if got.Error() != tc.want {
