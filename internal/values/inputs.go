@@ -296,6 +296,11 @@ func (s *Schema) writeOnlyNames() []string {
 				}
 			}
 			for _, k := range slices.Sorted(maps.Keys(sch.Properties)) {
+				if len(prefix)+len(name)+len(k)+1 > maxNamePath {
+					// NOTE: before the copy: a path too long to suggest
+					// is not built at every visit below it.
+					continue
+				}
 				key, _ := TargetPathIn(nil, []string{k})
 				g := global
 				if name == "" {
