@@ -73,16 +73,8 @@ func warningEvents(t *testing.T, a *capstanv1.Addon, since time.Time) []string {
 // that goes on failing past the grace is the object's refusal, as before:
 // Failed, DryRunFailed, a Warning event and an incident.
 func TestADryRunRetriedInItsGraceIsNoFailure(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
-	hook := newWebhook(t)
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: notifySecret + "-pager"},
-		StringData: map[string]string{"url": hook.srv.URL + "/pager", "format": "pagerduty", "token": "k", "selector": "team=" + ns}}
-	if err := admin.Create(ctx, sec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), sec) })
-	time.Sleep(1500 * time.Millisecond) // the controller reads the Secrets again at most every second
+	hook := pagerFor(t, ns)
 
 	url, _ := charts.publish(t, chart{name: "retried", version: "1.0.0", files: map[string]string{
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  v: {{ .Values.v | quote }}\n",

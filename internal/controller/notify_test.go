@@ -288,6 +288,22 @@ func TestTransitionsAreNotified(t *testing.T) {
 	}
 }
 
+// pagerFor makes the pager receiver (PagerDuty's format, at /pager of a
+// webhook of the test's own) take the incidents of add-ons labelled
+// team=ns, and returns that webhook once the controller has read it.
+func pagerFor(t *testing.T, ns string) *webhook {
+	t.Helper()
+	hook := newWebhook(t)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: notifySecret + "-pager"},
+		StringData: map[string]string{"url": hook.srv.URL + "/pager", "format": "pagerduty", "token": "k", "selector": "team=" + ns}}
+	if err := admin.Create(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), sec) })
+	time.Sleep(1500 * time.Millisecond) // the controller reads the Secrets again at most every second
+	return hook
+}
+
 // TestIncidentOfAnAddonGoneByHand: an add-on whose uninstall failed (its
 // pre-delete backup) opens an incident; a person who then removes its
 // finalizer by hand leaves no status to settle, and the incident is
@@ -295,14 +311,7 @@ func TestTransitionsAreNotified(t *testing.T) {
 func TestIncidentOfAnAddonGoneByHand(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	hook := newWebhook(t)
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: notifySecret + "-pager"},
-		StringData: map[string]string{"url": hook.srv.URL + "/pager", "format": "pagerduty", "token": "k", "selector": "team=" + ns}}
-	if err := admin.Create(ctx, sec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), sec) })
-	time.Sleep(1500 * time.Millisecond) // the controller reads the Secrets again at most every second
+	hook := pagerFor(t, ns)
 
 	a := dbapp(t, ns, `{hooks: {backup: {fail: true}}}`, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }),
 		func(a *capstanv1.Addon) { a.Labels = map[string]string{"team": ns} })
