@@ -83,18 +83,16 @@ func (s *Schema) UnknownInputs(paths []string) []UnknownInput {
 		}
 		known, closed := false, false
 		for _, part := range s.parts {
-			if len(part.prefix) > len(segs) || !slices.Equal(part.prefix, segs[:len(part.prefix)]) {
-				if len(part.prefix) == 0 || segs[0] != "global" || index[0] {
+			at := len(part.prefix)
+			if at > len(segs) || !slices.Equal(part.prefix, segs[:at]) {
+				if at == 0 || segs[0] != "global" || index[0] {
 					continue
 				}
 				// Helm gives every subchart the top-level global as its
 				// own global, so a subchart's schema applies there too.
-				k, c := w.knowsValue(part.compiled, segs, index, 0)
-				known = known || k
-				closed = closed || c
-				continue
+				at = 0
 			}
-			k, c := w.knowsValue(part.compiled, segs[len(part.prefix):], index[len(part.prefix):], 0)
+			k, c := w.knowsValue(part.compiled, segs[at:], index[at:], 0)
 			known = known || k
 			closed = closed || c
 		}
@@ -192,19 +190,7 @@ func (w *inputWalk) knows(sch *jsonschema.Schema, segs []string, index []bool, d
 	key, rest, restIndex := segs[0], segs[1:], index[1:]
 	var next []*jsonschema.Schema
 	if index[0] {
-		switch items := sch.Items.(type) {
-		case *jsonschema.Schema:
-			next = append(next, items)
-		case []*jsonschema.Schema:
-			next = append(next, items...)
-		}
-		if s, ok := sch.AdditionalItems.(*jsonschema.Schema); ok {
-			next = append(next, s)
-		}
-		next = append(next, sch.PrefixItems...)
-		if sch.Items2020 != nil {
-			next = append(next, sch.Items2020)
-		}
+		next = itemSchemas(sch)
 	} else {
 		if p, ok := sch.Properties[key]; ok {
 			next = append(next, p)
@@ -241,7 +227,10 @@ func (w *inputWalk) knows(sch *jsonschema.Schema, segs []string, index []bool, d
 
 // sameValue returns the schemas that apply to the value sch applies to.
 func sameValue(sch *jsonschema.Schema) []*jsonschema.Schema {
-	out := []*jsonschema.Schema{sch.Ref, sch.If, sch.Then, sch.Else}
+	// NOTE: not If: a condition tests the value, it defines nothing of it
+	// (a key it names, or an additionalProperties: false in it, only
+	// chooses Then or Else).
+	out := []*jsonschema.Schema{sch.Ref, sch.Then, sch.Else}
 	out = append(out, sch.AllOf...)
 	out = append(out, sch.AnyOf...)
 	out = append(out, sch.OneOf...)
@@ -254,6 +243,26 @@ func sameValue(sch *jsonschema.Schema) []*jsonschema.Schema {
 		}
 	}
 	return slices.DeleteFunc(out, func(s *jsonschema.Schema) bool { return s == nil })
+}
+
+// itemSchemas are the schemas that apply to an item of a list: items in
+// every draft's form, additionalItems and prefixItems.
+func itemSchemas(sch *jsonschema.Schema) []*jsonschema.Schema {
+	var out []*jsonschema.Schema
+	switch items := sch.Items.(type) {
+	case *jsonschema.Schema:
+		out = append(out, items)
+	case []*jsonschema.Schema:
+		out = append(out, items...)
+	}
+	if s, ok := sch.AdditionalItems.(*jsonschema.Schema); ok {
+		out = append(out, s)
+	}
+	out = append(out, sch.PrefixItems...)
+	if sch.Items2020 != nil {
+		out = append(out, sch.Items2020)
+	}
+	return out
 }
 
 // writeOnlyNames returns the targetPaths of the properties the schema
@@ -312,16 +321,7 @@ func (s *Schema) writeOnlyNames() []string {
 					return false
 				}
 			}
-			var items []*jsonschema.Schema
-			switch it := sch.Items.(type) {
-			case *jsonschema.Schema:
-				items = append(items, it)
-			case []*jsonschema.Schema:
-				items = append(items, it...)
-			}
-			items = append(items, sch.PrefixItems...)
-			items = append(items, sch.Items2020)
-			for _, it := range items {
+			for _, it := range itemSchemas(sch) {
 				if !walk(it, name+"[0]", global, depth+1) {
 					return false
 				}
