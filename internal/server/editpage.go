@@ -104,7 +104,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) 
 	}
 	saving := r.Method == http.MethodPost
 	yamlOnly := saving && r.PostFormValue("mode") == formModeYAML
-	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form, saving, yamlOnly)
+	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, current, form, saving, yamlOnly)
 	if err != nil {
 		e := errorFor(err)
 		d.Edit, d.Error = nil, e.Message
@@ -254,7 +254,7 @@ const (
 // that was the YAML editor alone holds every value in its YAML, so it is
 // saved without the schema's check when only that fetch fails, as a chart
 // the page cannot fetch (one behind credentials) is edited.
-func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, form *editForm, saving, yamlOnly bool) (*source.Artifact, error) {
+func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, current map[string]any, form *editForm, saving, yamlOnly bool) (*source.Artifact, error) {
 	if a.Spec.Chart == nil {
 		form.NoValues = true
 		return nil, nil
@@ -282,7 +282,6 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 		return nil, nil
 	}
 	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
-		current, _ := specValues(a)
 		fields, err := chartForm(art.Chart.Chart, current)
 		if err != nil {
 			form.FetchError = err.Error()

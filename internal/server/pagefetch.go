@@ -158,13 +158,14 @@ func (s *Server) checkSecretValues(ctx context.Context, check *addons.ChartCheck
 	if inv != nil && len(set) == 0 {
 		warn(fmt.Sprintf("the values break a rule the controller Blocks the Addon for: %v", inv))
 	}
+	if len(set) == 0 && len(heldPaths) == 0 {
+		return nil
+	}
 	vals, _ := specValues(&capstanv1.Addon{Spec: spec})
 	if len(set) > 0 {
 		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: secretAdvice(vals, setPaths, way, "")}
 	}
-	if len(heldPaths) > 0 {
-		warn(heldSecretInputs(vals, heldPaths))
-	}
+	warn(heldSecretInputs(vals, heldPaths))
 	return nil
 }
 
@@ -218,17 +219,17 @@ type secretWay struct {
 // than in spec.values, the one text of every writer's refusal and warning:
 // each object or list (addons.NonScalarSecrets) and each path with an
 // empty key (addons.EmptyKeySecrets), which no secret input can carry or
-// name, in a Secret of one's own that valuesFrom merges whole, with whole
+// name, in a Secret of one's own that valuesFrom merges whole, with suffix
 // after each; then the scalars as way says, named when they are not the
 // only ones; then way's outcome.
-func secretAdvice(vals map[string]any, paths []values.SecretInputPath, way secretWay, whole string) string {
+func secretAdvice(vals map[string]any, paths []values.SecretInputPath, way secretWay, suffix string) string {
 	objects, emptyKeys, scalars := sortSecretInputs(vals, paths)
 	var clauses []string
 	if len(objects) > 0 {
-		clauses = append(clauses, addons.NonScalarSecrets(objects)+whole)
+		clauses = append(clauses, addons.NonScalarSecrets(objects)+suffix)
 	}
 	if len(emptyKeys) > 0 {
-		clauses = append(clauses, addons.EmptyKeySecrets(emptyKeys)+whole)
+		clauses = append(clauses, addons.EmptyKeySecrets(emptyKeys)+suffix)
 	}
 	switch {
 	case len(scalars) == 0:
