@@ -502,6 +502,20 @@ var ErrRefused = errors.New("fetch guard refused the address")
 // Is makes errors.Is(err, ErrRefused) true for every refusal.
 func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 
+// ShownAddress is what may be shown of u: its origin alone (Origin) when it
+// is of another origin than own's (a redirect's target, often signed), its
+// path without the query on one of own's origins.
+func ShownAddress(u *url.URL, own ...*url.URL) *url.URL {
+	shown := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	for _, o := range own {
+		if o != nil && SameOrigin(o, u) {
+			shown.Path = u.Path
+			break
+		}
+	}
+	return shown
+}
+
 // HideAddresses is err with every http and https address it names cut to
 // what may be shown: an address of another origin than own's (a redirect's
 // target) by its origin alone (Origin), one of own's origins by its path
@@ -517,16 +531,7 @@ func HideAddresses(err error, own ...*url.URL) error {
 	if err == nil {
 		return nil
 	}
-	hide := func(u *url.URL) string {
-		shown := &url.URL{Scheme: u.Scheme, Host: u.Host}
-		for _, o := range own {
-			if o != nil && SameOrigin(o, u) {
-				shown.Path = u.Path
-				break
-			}
-		}
-		return shown.String()
-	}
+	hide := func(u *url.URL) string { return ShownAddress(u, own...).String() }
 	var rewrite func(e error)
 	rewrite = func(e error) {
 		for e != nil {

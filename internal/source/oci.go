@@ -486,33 +486,18 @@ func ociError(registry, ref, doing string, withCreds bool, err error) error {
 	return &FetchError{URL: ref, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}
 }
 
-// hideSignedAddress rewrites, in place, the addresses that err quotes
-// from oras and net/http, which name the server that answered or the
-// redirect that was refused. NOTE: a signed address (a blob redirected to
-// object storage or a CDN) carries its signature in the query, and may
-// carry a token in the path, whatever the server then answers: one of
-// another origin than the registry is named by its origin alone
-// (netguard.Origin), the registry's own without its query.
+// hideSignedAddress rewrites, in place, the address of the server that
+// answered, which oras keeps in its ErrorResponse (netguard.HideAddresses
+// rewrites the url.Errors and the text after it). NOTE: a signed address
+// (a blob redirected to object storage or a CDN) carries its signature in
+// the query, and may carry a token in the path, whatever the server then
+// answers: one of another origin than the registry is named by its origin
+// alone, the registry's own without its query.
 func hideSignedAddress(registry string, err error) {
-	registryURL := &url.URL{Scheme: "https", Host: orasregistry.Reference{Registry: registry}.Host()}
-	hide := func(u *url.URL) *url.URL {
-		shown := &url.URL{Scheme: u.Scheme, Host: u.Host}
-		if netguard.SameOrigin(registryURL, u) || netguard.SameOrigin(&url.URL{Scheme: "http", Host: registryURL.Host}, u) {
-			shown.Path = u.Path
-		}
-		return shown
-	}
 	var answered *errcode.ErrorResponse
 	if errors.As(err, &answered) && answered.URL != nil {
-		answered.URL = hide(answered.URL)
-	}
-	var refused *url.Error
-	if errors.As(err, &refused) {
-		if u, perr := url.Parse(refused.URL); perr == nil {
-			refused.URL = hide(u).String()
-		} else {
-			refused.URL = netguard.Redact(refused.URL)
-		}
+		host := orasregistry.Reference{Registry: registry}.Host()
+		answered.URL = netguard.ShownAddress(answered.URL, &url.URL{Scheme: "https", Host: host}, &url.URL{Scheme: "http", Host: host})
 	}
 }
 
