@@ -110,7 +110,9 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 			return nil, err
 		}
 		fluxLayout := slices.ContainsFunc(entries, func(e folderEntry) bool { return e.kustomized })
-		if !fluxLayout {
+		if fluxLayout {
+			objs, err = kustomize(fsys, dir, in, entries)
+		} else {
 			// NOTE: a plain folder is read as a checkout on disk is, every
 			// path of a file counted, and a link to a folder that holds it
 			// is an error, so it is scanned again. A scan that walks each
@@ -118,10 +120,6 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 			if entries, err = scanFolder(fsys, dir, followFolderLinks); err != nil {
 				return nil, err
 			}
-		}
-		if fluxLayout {
-			objs, err = kustomize(fsys, dir, in, entries)
-		} else {
 			objs, err = plainYAML(fsys, dir, entries, in)
 		}
 	}

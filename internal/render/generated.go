@@ -100,23 +100,7 @@ func (w words) Match(data []byte) bool {
 }
 
 // MatchString is Match of a string.
-func (w words) MatchString(s string) bool {
-	for _, n := range w.names {
-		for at := 0; ; {
-			i := strings.Index(s[at:], n)
-			if i < 0 {
-				break
-			}
-			i += at
-			end := i + len(n)
-			if (i == 0 || !wordByte(s[i-1])) && (end == len(s) || !wordByte(s[end])) {
-				return true
-			}
-			at = i + 1
-		}
-	}
-	return false
-}
+func (w words) MatchString(s string) bool { return w.Match([]byte(s)) }
 
 // wordByte reports whether b is a word character as \b sees one: ASCII
 // letters, digits and the underscore.
