@@ -538,7 +538,7 @@ func (o *renderOptions) readRenderFile(file string, data []byte) (*capstanv1.Add
 	_, hasKind := fields["kind"]
 	_, hasAPIVersion := fields["apiVersion"]
 	if hasKind || hasAPIVersion {
-		addon, err := decodeAddonFile(file, data)
+		addon, err := decodeAddonFile(file, docs[0])
 		return addon, false, err
 	}
 	if namesASource(fields) {
@@ -685,14 +685,10 @@ func checkoutOf(file string) (root, commit string, tree gitops.Tree, err error) 
 // A key given twice is an error too. The apiVersion must be the one the
 // API server serves Addons at, and a Kubernetes object of another kind is
 // refused, named.
-func decodeAddonFile(file string, data []byte) (*capstanv1.Addon, error) {
-	docs, err := yamlDocuments(data)
-	if err != nil || len(docs) != 1 {
-		return nil, fmt.Errorf("%s is not an Addon: %s", file, renderAccepts)
-	}
-	j, err := yaml.YAMLToJSONStrict(docs[0])
+func decodeAddonFile(file string, doc []byte) (*capstanv1.Addon, error) {
+	j, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
-		if _, lenient := yaml.YAMLToJSON(docs[0]); lenient == nil {
+		if _, lenient := yaml.YAMLToJSON(doc); lenient == nil {
 			// NOTE: only the strict read failed: a key given twice.
 			return nil, fmt.Errorf("%s: %w: give each field once", file, err)
 		}
