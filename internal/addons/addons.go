@@ -1316,6 +1316,30 @@ type ChartCheck struct {
 	// schemas holds the schemas compiled for the chart, by the spec.values
 	// (as given) they were resolved for.
 	schemas map[string]*values.Schema
+	// layers reads the valuesFrom layers composed over spec.values
+	// (Layers), once, into from.
+	layers func(context.Context) []values.Layer
+	from   []values.Layer
+	read   bool
+}
+
+// Layers sets how c's checks read the valuesFrom layers they compose over
+// spec.values, in the controller's order (values.Compose): the ConfigMaps
+// the writer may read (values.ReadConfigMaps), so that a writeOnly that
+// one of them selects (an if/then on mode: ldap) is judged as the
+// controller judges it. They are read once, and only when a check
+// composes. It returns c.
+func (c *ChartCheck) Layers(read func(context.Context) []values.Layer) *ChartCheck {
+	c.layers = read
+	return c
+}
+
+// fromLayers are the layers Layers reads, read once.
+func (c *ChartCheck) fromLayers(ctx context.Context) []values.Layer {
+	if !c.read && c.layers != nil {
+		c.from, c.read = c.layers(ctx), true
+	}
+	return c.from
 }
 
 // NewChartCheck returns a ChartCheck that fetches with fetch.
@@ -1368,7 +1392,7 @@ func (c *ChartCheck) SecretValuesChanged(ctx context.Context, spec capstanv1.Add
 	if !art.IsChart() {
 		return nil, nil, nil
 	}
-	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: values.Sources{Spec: vals}})
+	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: values.Sources{Spec: vals, From: c.fromLayers(ctx)}})
 	var inv *values.InvalidError
 	var found []capstanv1.ValuesError
 	switch {
@@ -1532,7 +1556,7 @@ func (c *ChartCheck) UnknownSecretInputs(ctx context.Context, spec capstanv1.Add
 			// controller says what is wrong with them.
 			_ = json.Unmarshal(spec.Values.Raw, &vals)
 		}
-		if schema, err = values.SchemaFor(art.Chart.Chart, values.Sources{Spec: vals}); err != nil {
+		if schema, err = values.SchemaFor(art.Chart.Chart, values.Sources{Spec: vals, From: c.fromLayers(ctx)}); err != nil {
 			return nil, err
 		}
 		c.schemas[schemaKey(spec)] = schema

@@ -526,7 +526,7 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	// NOTE: before anything is written: a secret input in spec.values
 	// would be stored, readable by anyone who may view the Addon, before
 	// the controller Blocks it.
-	check := s.chartCheck(userOf(r), "create", key)
+	check := s.withConfigMaps(s.chartCheck(userOf(r), "create", key), c, a, apiWarning(w))
 	if err := s.checkSecretValues(r.Context(), check, req.Spec, nil, apiSecrets, apiWarning(w)); err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -702,7 +702,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	check := s.chartCheck(userOf(r), "patch", key)
+	check := s.withConfigMaps(s.chartCheck(userOf(r), "patch", key), c, next, apiWarning(w))
 	if err := s.checkSecretValues(r.Context(), check, next.Spec, current.Spec.Values, apiSecrets, apiWarning(w)); err != nil {
 		writeError(w, errorFor(err))
 		return

@@ -43,8 +43,15 @@ type editForm struct {
 	// WholeFrom names the whole-document entries of valuesFrom (Kind/name),
 	// which the page does not read: the controller's plan judges them.
 	WholeFrom []string
-	// fromPaths are the targetPaths of every entry of valuesFrom.
+	// Unread says which ConfigMaps of valuesFrom could not be read for the
+	// form and its check, which went on without them.
+	Unread []string
+	// fromPaths are the targetPaths of the entries of valuesFrom whose
+	// values the page does not know: the Secrets', and the ConfigMaps' it
+	// could not read.
 	fromPaths []string
+	// from are the ConfigMaps of valuesFrom the page read, as layers.
+	from []values.Layer
 }
 
 // editPage shows the edit form (GET) and takes it (POST).
@@ -104,7 +111,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) 
 	}
 	saving := r.Method == http.MethodPost
 	yamlOnly := saving && r.PostFormValue("mode") == formModeYAML
-	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, current, form, saving, yamlOnly)
+	art, err := s.editArtifact(r.Context(), w, sess.user, c, d.Addon, current, form, saving, yamlOnly)
 	if err != nil {
 		e := errorFor(err)
 		d.Edit, d.Error = nil, e.Message
@@ -112,6 +119,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) 
 		return
 	}
 	form.SecretPaths, form.fromPaths, form.WholeFrom = valuesFromOf(d.Addon)
+	form.fromPaths = unreadPaths(d.Addon, form.from)
 	if r.Method != http.MethodPost {
 		form.fill(current)
 		s.render(w, "edit", http.StatusOK, d)
@@ -167,7 +175,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) 
 			d.Error = err.Error()
 		case len(secret) > 0:
 			var turned []string
-			form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, current)
+			form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, current, form.from)
 			holdPaths(form.Fields, form.SecretPaths)
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = secretValuesMessage(secret, vals, turned, "nothing was saved")
@@ -254,7 +262,12 @@ const (
 // that was the YAML editor alone holds every value in its YAML, so it is
 // saved without the schema's check when only that fetch fails, as a chart
 // the page cannot fetch (one behind credentials) is edited.
-func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, current map[string]any, form *editForm, saving, yamlOnly bool) (*source.Artifact, error) {
+//
+// Once the chart is fetched, the ConfigMaps of the add-on's valuesFrom are
+// read with c, the user's own client (configMapLayers), for the form's
+// secret fields and the save's check; those that cannot be read are
+// named in form.Unread.
+func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, c client.Reader, a *capstanv1.Addon, current map[string]any, form *editForm, saving, yamlOnly bool) (*source.Artifact, error) {
 	if a.Spec.Chart == nil {
 		form.NoValues = true
 		return nil, nil
@@ -281,8 +294,9 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 		form.FetchError = err.Error()
 		return nil, nil
 	}
+	form.from, form.Unread = s.configMapLayers(ctx, c, a)
 	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
-		fields, err := chartForm(art.Chart.Chart, current)
+		fields, err := chartForm(art.Chart.Chart, current, form.from)
 		if err != nil {
 			form.FetchError = err.Error()
 			return art, nil
@@ -426,10 +440,28 @@ func valuesFromOf(a *capstanv1.Addon) (secret, paths, whole []string) {
 	return secret, paths, whole
 }
 
+// unreadPaths are the targetPaths of a's valuesFrom entries that from, the
+// ConfigMaps the page read, does not hold: the Secrets', which the page
+// never reads, and the ConfigMaps' it could not read.
+func unreadPaths(a *capstanv1.Addon, from []values.Layer) []string {
+	read := map[int]bool{}
+	for _, l := range from {
+		read[l.Index] = true
+	}
+	var out []string
+	for i, ref := range a.Spec.ValuesFrom {
+		if ref.TargetPath != "" && !read[i] {
+			out = append(out, ref.TargetPath)
+		}
+	}
+	return out
+}
+
 // check checks the values a save would write, and its secret inputs,
 // against the chart's schema, as the controller will layer them with the
-// add-on's valuesFrom: each targetPath entry as a stand-in that is not
-// judged, since the page does not read its object. errs are the errors
+// add-on's valuesFrom: the ConfigMaps the page read, in their order, and
+// each other targetPath entry as a stand-in that is not judged, since the
+// page does not read its object. errs are the errors
 // that refuse the save, and secret the secret inputs that vals would write
 // into spec.values (secretValueErrors), which always refuse it.
 //
@@ -438,7 +470,7 @@ func valuesFromOf(a *capstanv1.Addon) (secret, paths, whole []string) {
 // the schema but a secret input in spec.values refuses the save, and the
 // controller's plan judges the values with every layer.
 func (form *editForm) check(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, current map[string]any) (errs []capstanv1.ValuesError, secret []values.SecretInputPath, err error) {
-	if errs, err = checkFormValues(art, name, vals, inputs, form.fromPaths); err != nil {
+	if errs, err = checkFormValues(art, name, vals, inputs, form.fromPaths, form.from); err != nil {
 		return nil, nil, err
 	}
 	errs, secret = secretValueErrors(errs, vals, current)

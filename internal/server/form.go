@@ -180,13 +180,15 @@ func fieldsOf(n *schemaNode, prefix string, depth int, secret bool) []formField 
 
 // chartForm is the form of the chart ch's values.schema.json, its secret
 // fields those that the values package refuses in spec.values
-// (markSecretFields); current are the add-on's values, nil for a new one.
-func chartForm(ch *chartv2.Chart, current map[string]any) ([]formField, error) {
+// (markSecretFields); current are the add-on's values, nil for a new one,
+// and from the layers of its valuesFrom that the page read (its
+// ConfigMaps), composed over them.
+func chartForm(ch *chartv2.Chart, current map[string]any, from []values.Layer) ([]formField, error) {
 	fields, err := schemaForm(ch.Schema)
 	if err != nil {
 		return nil, err
 	}
-	return markSecretFields(fields, ch, current), nil
+	return markSecretFields(fields, ch, current, from), nil
 }
 
 // markSecretFields makes the secret fields of the form exactly those whose
@@ -194,14 +196,16 @@ func chartForm(ch *chartv2.Chart, current map[string]any) ([]formField, error) {
 // secret input: it composes, with the values package, the values the form
 // could send (the add-on's current values, else the schema's or the
 // chart's default, else a stand-in of the field's type, at each field),
-// and each path that values.WriteOnlyPaths names, with every field under
+// with from, the ConfigMaps of the add-on's valuesFrom, over them as the
+// controller layers them (a ConfigMap's mode: ldap makes
+// ldap.bindPassword writeOnly), and each path that values.WriteOnlyPaths names, with every field under
 // it, is a secret field. The chart's compiled schema decides, so a
 // writeOnly reached through allOf, a $ref or a subchart's schema makes a
 // password input too. A list with a secret input in it is no field, as a
 // secret input is one string. When the chart's schema does not compile,
 // the fields keep the writeOnly keyword as the schema spells it.
-func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]any) []formField {
-	secret, ok := compiledSecretPaths(fields, ch, current)
+func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]any, from []values.Layer) []formField {
+	secret, ok := compiledSecretPaths(fields, ch, current, from)
 	if !ok {
 		return fields
 	}
@@ -210,8 +214,9 @@ func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]
 
 // compiledSecretPaths are the paths that the chart ch's compiled schema
 // makes writeOnly over current with a stand-in at each field that holds no
-// value (markSecretFields); ok is false when the schema does not compile.
-func compiledSecretPaths(fields []formField, ch *chartv2.Chart, current map[string]any) (secret [][]string, ok bool) {
+// value, and the layers from over them (markSecretFields); ok is false when
+// the schema does not compile.
+func compiledSecretPaths(fields []formField, ch *chartv2.Chart, current map[string]any, from []values.Layer) (secret [][]string, ok bool) {
 	probe := map[string]any{}
 	if len(current) > 0 {
 		// NOTE: a copy, so that the stand-ins never reach the values the
@@ -223,7 +228,7 @@ func compiledSecretPaths(fields []formField, ch *chartv2.Chart, current map[stri
 	}
 	standIns(fields, ch.Values, probe)
 	var errs []capstanv1.ValuesError
-	res, err := values.Compose(values.Inputs{Chart: ch, Sources: values.Sources{Spec: probe}})
+	res, err := values.Compose(values.Inputs{Chart: ch, Sources: values.Sources{Spec: probe, From: from}})
 	var inv *values.InvalidError
 	switch {
 	case err == nil:
@@ -255,13 +260,14 @@ func compiledSecretPaths(fields []formField, ch *chartv2.Chart, current map[stri
 // form drew plain over the defaults or the add-on's values, current. A
 // field made secret shows no value, so what was typed in it is never
 // echoed, and says it holds one when current has one, which it keeps when
-// left empty. turned are the paths of those that held a value.
+// left empty. turned are the paths of those that held a value. from are
+// the layers of the add-on's valuesFrom that the page read.
 //
 // NOTE: a field that was secret stays one, though vals may no longer make
 // it writeOnly: what was typed in it is not shown, and a secret field only
 // sends a value to a Secret.
-func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map[string]any) (out []formField, turned []string) {
-	secret, ok := compiledSecretPaths(fields, ch, vals)
+func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map[string]any, from []values.Layer) (out []formField, turned []string) {
+	secret, ok := compiledSecretPaths(fields, ch, vals, from)
 	if !ok {
 		return fields, nil
 	}
@@ -779,7 +785,7 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 	form.Fetched = true
 	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
 		form.HasSchema = true
-		if form.Fields, err = chartForm(art.Chart.Chart, nil); err != nil {
+		if form.Fields, err = chartForm(art.Chart.Chart, nil, nil); err != nil {
 			d.Error = err.Error()
 			s.render(w, "new", http.StatusUnprocessableEntity, d)
 			return
@@ -814,11 +820,11 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
-	errs, err := checkFormValues(art, form.Name, vals, inputs, nil)
+	errs, err := checkFormValues(art, form.Name, vals, inputs, nil, nil)
 	errs, secret := secretValueErrors(errs, vals, nil)
 	if err == nil && len(secret) > 0 {
 		var turned []string
-		form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, nil)
+		form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, nil, nil)
 		form.Problems = markErrors(form.Fields, errs)
 		d.Error = secretValuesMessage(secret, vals, turned, "nothing was created")
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
@@ -861,7 +867,10 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 // empty, or that the add-on's valuesFrom sets at a targetPath: they are
 // checked with a stand-in, and their errors are left out, since the form
 // cannot know their value; but for a secret input that vals write there.
-func checkFormValues(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, kept []string) ([]capstanv1.ValuesError, error) {
+// from are the layers of the add-on's valuesFrom that the page read (its
+// ConfigMaps), layered over vals, in their order, before the secret
+// inputs.
+func checkFormValues(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, kept []string, from []values.Layer) ([]capstanv1.ValuesError, error) {
 	// NOTE: each secret input is one targetPath layer, as the writers store
 	// it (values.WriteSecretInputs), so Compose types a writeOnly number or
 	// boolean here as the controller will.
@@ -880,7 +889,7 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 	// place them: the parsed targetPath's (servers[0].pin is
 	// /servers/0/pin, a\.b is /a.b).
 	standIn := map[string]bool{}
-	src := values.Sources{Spec: vals}
+	src := values.Sources{Spec: vals, From: slices.Clone(from)}
 	for i, p := range slices.Sorted(maps.Keys(secret)) {
 		l, err := values.SecretInputLayer(i, values.ValuesPrefix(name)+"form", p, secret[p])
 		if err != nil {
@@ -890,6 +899,13 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 			standIn[l.Pointer()] = true
 		}
 		src.From = append(src.From, l)
+	}
+	// NOTE: a value a ConfigMap sets at its targetPath is judged by the
+	// controller's plan, as a stand-in's is: the form cannot change it.
+	for _, l := range from {
+		if p := l.Pointer(); p != "" {
+			standIn[p] = true
+		}
 	}
 	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: src})
 	if err != nil {
@@ -902,8 +918,16 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 			return nil, errors.New(e.Message)
 		}
 		// NOTE: a secret input written into spec.values at a stand-in's
-		// path is judged all the same: it is spec.values that holds it.
-		if e.Rule == values.RuleWriteOnly || !standIn["/"+strings.TrimPrefix(e.Path, "/")] {
+		// path is judged all the same: it is spec.values that holds it;
+		// one a ConfigMap holds is not the form's to write, and the
+		// controller Blocks the Addon for it.
+		if e.Rule == values.RuleWriteOnly {
+			if _, inVals := values.Lookup(vals, values.PointerSegments(e.Path)); inVals {
+				errs = append(errs, e)
+			}
+			continue
+		}
+		if !standIn["/"+strings.TrimPrefix(e.Path, "/")] {
 			errs = append(errs, e)
 		}
 	}

@@ -41,24 +41,24 @@ func TestFormCheckTypesSecretInputsAsTheController(t *testing.T) {
 	art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "pin", Version: "1.0.0"}}
 	vals := map[string]any{"replicas": float64(2)}
 
-	errs, err := checkFormValues(art, "app", vals, map[string]string{"pin": "1234", "audit": "true", "auth.password": "hunter2"}, nil)
+	errs, err := checkFormValues(art, "app", vals, map[string]string{"pin": "1234", "audit": "true", "auth.password": "hunter2"}, nil, nil)
 	if err != nil || len(errs) != 0 {
 		t.Errorf("a writeOnly integer and boolean typed on the page: %v %+v; want them accepted", err, errs)
 	}
-	errs, err = checkFormValues(art, "app", vals, map[string]string{"pin": "12ab"}, nil)
+	errs, err = checkFormValues(art, "app", vals, map[string]string{"pin": "12ab"}, nil, nil)
 	if err != nil || len(errs) != 1 || errs[0].Path != "/pin" || strings.Contains(errs[0].Message, "12ab") {
 		t.Errorf("a writeOnly integer that is not a number: %v %+v; want one error at /pin that quotes nothing", err, errs)
 	}
-	if errs, err := checkFormValues(art, "app", vals, map[string]string{"auth.password": "new"}, []string{"pin", "auth.password"}); err != nil || len(errs) != 0 {
+	if errs, err := checkFormValues(art, "app", vals, map[string]string{"auth.password": "new"}, []string{"pin", "auth.password"}, nil); err != nil || len(errs) != 0 {
 		t.Errorf("a kept writeOnly integer: %v %+v; want it not judged", err, errs)
 	}
 	// NOTE: a secret input's path is a targetPath, as the CLI's
 	// --secret-input writes it: a list index, a key with a dot or a slash.
 	kept := []string{`servers[0].pin`, `a\.b`, `c/d`}
-	if errs, err := checkFormValues(art, "app", vals, nil, kept); err != nil || len(errs) != 0 {
+	if errs, err := checkFormValues(art, "app", vals, nil, kept, nil); err != nil || len(errs) != 0 {
 		t.Errorf("kept writeOnly integers at %q: %v %+v; want them not judged", kept, err, errs)
 	}
-	errs, err = checkFormValues(art, "app", vals, map[string]string{`servers[0].pin`: "12ab"}, kept[1:])
+	errs, err = checkFormValues(art, "app", vals, map[string]string{`servers[0].pin`: "12ab"}, kept[1:], nil)
 	if err != nil || len(errs) != 1 || errs[0].Path != "/servers/0/pin" {
 		t.Errorf("a writeOnly integer typed at servers[0].pin that is not a number: %v %+v; want one error at /servers/0/pin", err, errs)
 	}

@@ -130,6 +130,45 @@ func (s *Server) chartCheck(u User, verb string, key client.ObjectKey) *addons.C
 	})
 }
 
+// withConfigMaps has check compose spec.values with the ConfigMaps that
+// a's valuesFrom names (configMapLayers), read with c, the writer's own
+// client, and warn told of each it could not read. It returns check.
+func (s *Server) withConfigMaps(check *addons.ChartCheck, c client.Reader, a *capstanv1.Addon, warn func(string)) *addons.ChartCheck {
+	return check.Layers(func(ctx context.Context) []values.Layer {
+		layers, unread := s.configMapLayers(ctx, c, a)
+		for _, u := range unread {
+			warn(u)
+		}
+		return layers
+	})
+}
+
+// configMapLayers reads the ConfigMaps that a's valuesFrom names
+// (values.ReadConfigMaps) with c, which must be the writer's own client,
+// so that a writer's check of spec.values composes them as the controller
+// will: a ConfigMap's mode: ldap may make ldap.bindPassword writeOnly.
+// The Secrets it names are never read, as no secret value is pulled into
+// the server for a check; what they select the controller alone judges.
+// A ConfigMap that cannot be read in the page fetches' time
+// (--page-fetch-timeout) is left out, and unread says so, one message
+// each: the check goes on without it, and nothing is refused for it.
+//
+// NOTE: with the writer's own client, never the controller's: a check
+// that read with the controller's rights would tell a writer, by what it
+// refuses, what a ConfigMap they may not read holds.
+func (s *Server) configMapLayers(ctx context.Context, c client.Reader, a *capstanv1.Addon) (layers []values.Layer, unread []string) {
+	if c == nil || a.Spec.Chart == nil || len(a.Spec.ValuesFrom) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+	defer cancel()
+	layers, failed := values.ReadConfigMaps(ctx, c, a, s.Config.Profile(a))
+	for _, f := range failed {
+		unread = append(unread, fmt.Sprintf("spec.values was checked for secret inputs without %s, which could not be read (%s); the controller judges the values with it, and Blocks the Addon for a secret input that spec.values holds", f.Name, f.Reason))
+	}
+	return layers, unread
+}
+
 // checkSecretValues refuses, with a SecretValuesError, spec's values that
 // set or change secret inputs (values the chart's schema marks writeOnly)
 // from old, the Addon's stored spec.values (nil for a new Addon):

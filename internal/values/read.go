@@ -255,3 +255,78 @@ func parseDocument(data []byte, what string) (map[string]any, *InvalidError) {
 	}
 	return doc, nil
 }
+
+// UnreadLayer is a valuesFrom entry ReadConfigMaps left out.
+type UnreadLayer struct {
+	// Name is the entry's (Layer.Name); Reason says why it was not read.
+	Name, Reason string
+}
+
+// ReadConfigMaps reads, for a writer's check of spec.values before it
+// writes (a secret input a ConfigMap's mode: ldap makes writeOnly), the
+// ConfigMaps that spec.valuesFrom names, as Read reads them, with r, which
+// must read as the writer: their layers, in the order of spec.valuesFrom,
+// for Compose to merge over spec.values as the controller will. The
+// entries that name a Secret are left out, unread: a writer's check must
+// not pull secret values into a server for a form, and the controller
+// alone judges what they select. A ConfigMap that cannot be read (missing
+// and not optional, refused, too large, not YAML, or an error of the API
+// server) is left out too, and unread says which and why, so that the
+// check goes on without it and says so.
+func ReadConfigMaps(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile) (layers []Layer, unread []UnreadLayer) {
+	objects := map[objectRef]client.Object{}
+	total := 0
+	for i, ref := range addon.Spec.ValuesFrom {
+		if ref.Kind != "ConfigMap" {
+			continue
+		}
+		if ref.ValuesKey == "" {
+			ref.ValuesKey = DefaultValuesKey
+		}
+		l := Layer{Index: i, Ref: ref}
+		skip := func(format string, args ...any) {
+			unread = append(unread, UnreadLayer{Name: l.Name(), Reason: fmt.Sprintf(format, args...)})
+		}
+		if ref.TargetPath != "" {
+			p, err := parseTargetPath(ref.TargetPath)
+			if err != nil {
+				skip("%v", err)
+				continue
+			}
+			l.path = p
+		}
+		if profile != capstanv1.ProfileCluster && !isValuesName(addon.Name, ref.Name) {
+			skip("a restricted add-on reads only its own values objects, named %s* or %s", ValuesPrefix(addon.Name), GeneratedName(addon.Name))
+			continue
+		}
+		data, gone, err := readKey(ctx, r, addon, profile, l, objects)
+		switch {
+		case err != nil:
+			skip("%v", err)
+			continue
+		case gone && ref.Optional:
+			l.Missing = true
+			layers = append(layers, l)
+			continue
+		case gone:
+			skip("the ConfigMap does not exist")
+			continue
+		case len(data) > MaxDocumentBytes || total+len(data) > MaxTotalBytes:
+			skip("the document is larger than a values document may be")
+			continue
+		}
+		total += len(data)
+		if l.path != nil {
+			l.Raw = string(data)
+		} else {
+			d, perr := parseDocument(data, l.Name())
+			if perr != nil {
+				skip("%v", perr)
+				continue
+			}
+			l.Doc = d
+		}
+		layers = append(layers, l)
+	}
+	return layers, unread
+}

@@ -405,6 +405,8 @@ func secretInputPath(tree any, segs []string) SecretInputPath {
 // held ones. Each path is named as a targetPath written from vals
 // (servers[0].pin, a\.b, ports.8080), which secretInputs and the CLI's
 // --secret-input take back as it is, and which lands where the value is.
+// An error at a path vals does not hold is a ConfigMap's, which the
+// writer composed over vals and does not write: it stays in rest.
 func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []SecretInputPath, rest []capstanv1.ValuesError) {
 	for _, e := range errs {
 		if e.Rule != RuleWriteOnly {
@@ -412,7 +414,12 @@ func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (
 			continue
 		}
 		segs := splitPointer(e.Path)
-		now, _ := lookup(vals, segs)
+		now, inVals := lookup(vals, segs)
+		if !inVals {
+			// A ConfigMap's, layered over vals: the writer does not write it.
+			rest = append(rest, e)
+			continue
+		}
 		if was, had := lookup(before, segs); had && sameJSON(now, was) {
 			held = append(held, secretInputPath(vals, segs))
 			continue

@@ -133,6 +133,10 @@ func TargetPathIn(tree any, segs []string) (name string, ok bool) {
 // bare.
 var targetPathEscaper = strings.NewReplacer(`\`, `\\`, ".", `\.`, "[", `\[`, "]", `\]`)
 
+// PointerSegments returns the segments of a JSON pointer as Compose's
+// errors place a value (/servers/0/pin), as Lookup takes them.
+func PointerSegments(p string) []string { return splitPointer(p) }
+
 // Lookup returns the value at path segments of a values tree (a key of a
 // map, an index of a list) and whether it exists.
 func Lookup(v any, segs []string) (any, bool) { return lookup(v, segs) }
