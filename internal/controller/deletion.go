@@ -440,7 +440,9 @@ func (r *AddonReconciler) cleanUpKeptHooks(ctx context.Context, s *scope) ([]cap
 //
 // An add-on that was never applied runs none: Helm runs the delete hooks
 // only of a release it installed, and a Blocked add-on's hooks must not
-// run at its removal when its sync never ran them.
+// run at its removal when its sync never ran them. For the same reason an
+// applied chart is rendered at the version applied last, not one the spec
+// names that never was (renderForDelete).
 //
 // A render that fails for a moment (a chart repository that times out or
 // answers 429 or 5xx, a credentials Secret that could not be read, the
@@ -473,8 +475,7 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		s.hooks = nil
 		return nil
 	}
-	for _, st := range r.renderSteps() {
-		done, err := st.run(ctx, s)
+	if done, err := r.renderForDelete(ctx, s); err != nil || done {
 		if err != nil {
 			s.hooks = nil
 			if classify(err) != classTerminal {

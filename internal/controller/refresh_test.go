@@ -40,6 +40,11 @@ func (r *chartRepository) url() string { return r.cs.srv.URL + r.path }
 func (r *chartRepository) add(t *testing.T, version string, files map[string]string) {
 	t.Helper()
 	r.versions[version], _ = r.cs.publish(t, chart{name: r.name, version: version, files: files})
+	r.writeIndex()
+}
+
+// writeIndex serves index.yaml listing the published versions.
+func (r *chartRepository) writeIndex() {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "apiVersion: v1\nentries:\n  %s:\n", r.name)
 	vs := make([]string, 0, len(r.versions))

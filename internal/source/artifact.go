@@ -119,11 +119,8 @@ func (f *Fetcher) fetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Cr
 // from a file when spec is nil.
 func ChartArtifact(spec *capstanv1.ChartSource, ch *Chart) *Artifact {
 	display := ch.URL
-	switch {
-	case spec != nil && spec.Repo != "":
-		display = strings.TrimSuffix(spec.Repo, "/") + "/" + spec.Name
-	case spec != nil && spec.OCI != "":
-		display = spec.OCI
+	if d := ChartDisplay(spec); d != "" {
+		display = d
 	}
 	return &Artifact{
 		Chart:    ch,
@@ -132,6 +129,20 @@ func ChartArtifact(spec *capstanv1.ChartSource, ch *Chart) *Artifact {
 		Version:  ch.Version,
 		Stale:    ch.StaleIndex,
 	}
+}
+
+// ChartDisplay is how an artifact fetched for spec names its source (its
+// Display), known before the fetch: a chart repository and chart, or an
+// OCI reference. It is "" for an https archive, whose display is the URL
+// the fetch ends at, and for a nil spec.
+func ChartDisplay(spec *capstanv1.ChartSource) string {
+	switch {
+	case spec != nil && spec.Repo != "":
+		return strings.TrimSuffix(spec.Repo, "/") + "/" + spec.Name
+	case spec != nil && spec.OCI != "":
+		return spec.OCI
+	}
+	return ""
 }
 
 func shortCommit(c string) string {

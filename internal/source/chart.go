@@ -248,6 +248,11 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 // list.
 var errNotInIndex = errors.New("not in the index")
 
+// NotInIndex reports whether err is a chart or version that the chart
+// repository's index does not list: one not published yet, which a sync
+// waits for, or one deleted from the repository.
+func NotInIndex(err error) bool { return errors.Is(err, errNotInIndex) }
+
 // minIndexRefresh is how old a cached index must be before a chart or
 // version it does not list has it read again before IndexTTL: an index
 // read a moment ago is the repository's answer.

@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/source"
+)
+
+// reasonDeleteHooksFromApplied is the reason of the event that says an
+// uninstall renders its delete hooks from the chart version applied last,
+// not the one the spec names now.
+const reasonDeleteHooksFromApplied = "DeleteHooksFromApplied"
+
+// reasonDeleteHooksNotFromApplied is the reason of the warning that says
+// an uninstall's delete hooks come from another version than the one
+// applied last, since that one could not be rendered.
+const reasonDeleteHooksNotFromApplied = "DeleteHooksNotFromApplied"
+
+// renderForDelete runs the render steps for the uninstall's delete hooks,
+// from the source and version applied last (status.history[0]) when the
+// spec may name another: Helm runs the delete hooks of the release it
+// installed, and a spec that manual sync, a gate or a failed upgrade never
+// let apply must not run the hooks of software that was never installed,
+// nor skip those of the software that runs.
+//
+// A chart from a repository or an OCI registry is rendered at the applied
+// version (appliedChart), with the current values: the applied values are
+// not stored. When that version cannot be rendered for a reason only a
+// person can fix (deleted from the repository, a 404, a template that
+// fails or values with errors for it), the uninstall
+// renders what the spec names, as it did before, and a
+// DeleteHooksNotFromApplied warning names the version its hooks come from;
+// a failure for a moment is retried, as any render's is. Nor is the
+// applied version rendered for an https archive or a git folder, or a
+// chart whose source or digest pin changed: the same warning says so when
+// the render's version is not the applied one.
+func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, error) {
+	applied, pin, why := appliedChart(s.addon)
+	if pin == nil {
+		done, err := r.runRenderSteps(ctx, s)
+		if err == nil && !done && why != "" && applied != nil && renderedOther(s.addon, applied) {
+			r.notFromApplied(ctx, s, applied, why)
+		}
+		return done, err
+	}
+	saved, src, ver := *s, s.addon.Status.Source, s.addon.Status.Version
+	current := s.addon.Spec.Chart
+	s.addon.Spec.Chart = pin
+	done, err := r.runRenderSteps(ctx, s)
+	s.addon.Spec.Chart = current
+	var failed string
+	switch {
+	case err == nil && !done && len(s.valuesErrors) > 0:
+		failed = "the current values have errors for it: " + s.mask().String(describeValuesErrors(s.valuesErrors))
+	case err == nil:
+		if !done {
+			r.fromApplied(ctx, s, applied, current)
+		}
+		return done, nil
+	case classify(err) != classTerminal && !source.NotInIndex(err):
+		return false, err
+	default:
+		failed = s.mask().Error(err).Error()
+	}
+	// NOTE: the applied version cannot be rendered for good: the hooks the
+	// spec names now are the closest left, as before Capstan kept to the
+	// applied one.
+	*s = saved
+	s.addon.Status.Source, s.addon.Status.Version = src, ver
+	done, err = r.runRenderSteps(ctx, s)
+	if err == nil && !done {
+		r.notFromApplied(ctx, s, applied, "it could not be rendered: "+failed)
+	}
+	return done, err
+}
+
+// runRenderSteps runs the render steps in order, up to one that is done
+// or fails.
+func (r *AddonReconciler) runRenderSteps(ctx context.Context, s *scope) (bool, error) {
+	for _, st := range r.renderSteps() {
+		done, err := st.run(ctx, s)
+		if err != nil || done {
+			return done, err
+		}
+	}
+	return false, nil
+}
+
+// appliedChart returns the revision applied last and, when the uninstall
+// renders its delete hooks at that revision's version, the chart source
+// that names it exactly: spec.chart with its version set to the applied
+// one, for a chart repository or an OCI registry whose source is the
+// applied one's. It returns no source when the spec's version is already
+// the applied one, or when the applied one cannot be named, with why.
+func appliedChart(a *capstanv1.Addon) (applied *capstanv1.Revision, pin *capstanv1.ChartSource, why string) {
+	if len(a.Status.History) == 0 {
+		return nil, nil, ""
+	}
+	applied = &a.Status.History[0]
+	c := a.Spec.Chart
+	switch {
+	case applied.Version == "":
+		return applied, nil, ""
+	case a.Spec.Git != nil:
+		return applied, nil, "a git folder is fetched again only at a full commit, and the history keeps a short one"
+	case c == nil:
+		return applied, nil, ""
+	case c.URL != "":
+		return applied, nil, "spec.chart.url names another archive now"
+	case source.ChartDisplay(c) != applied.Source:
+		return applied, nil, "the chart's source changed from " + applied.Source + " to " + source.ChartDisplay(c)
+	case c.Version == applied.Version:
+		return applied, nil, ""
+	case c.Digest != "":
+		return applied, nil, "spec.chart.digest pins another archive than the applied version's"
+	}
+	pinned := c.DeepCopy()
+	pinned.Version = applied.Version
+	return applied, pinned, ""
+}
+
+// renderedOther reports whether the render's source or version is not the
+// applied revision's.
+func renderedOther(a *capstanv1.Addon, applied *capstanv1.Revision) bool {
+	return a.Status.Source != applied.Source || a.Status.Version != applied.Version
+}
+
+// fromApplied says, at the look that runs the pre-delete hooks, that the
+// delete hooks are the applied version's.
+func (r *AddonReconciler) fromApplied(ctx context.Context, s *scope, applied *capstanv1.Revision, current *capstanv1.ChartSource) {
+	if preDeleteDone(s.addon) {
+		return
+	}
+	asked := current.Version
+	if asked == "" {
+		asked = "the newest stable version"
+	}
+	msg := fmt.Sprintf("The delete hooks are those of %s %s, the version applied last (revision %d); spec.chart.version asks for %s, which may never have been applied. "+
+		"They are rendered with the current values, since the applied values are not stored.", applied.Source, applied.Version, applied.Number, asked)
+	logf.FromContext(ctx).Info("Rendering the delete hooks from the applied version", "source", applied.Source, "version", applied.Version, "specVersion", current.Version)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.addon, nil, "Normal", reasonDeleteHooksFromApplied, "Uninstall", "%s", msg)
+	}
+}
+
+// notFromApplied warns, at the look that runs the pre-delete hooks, that
+// the delete hooks come from the version the spec names now, not the
+// applied one, and why.
+func (r *AddonReconciler) notFromApplied(ctx context.Context, s *scope, applied *capstanv1.Revision, why string) {
+	if preDeleteDone(s.addon) {
+		return
+	}
+	msg := fmt.Sprintf("The delete hooks come from %s %s, which the spec names now, not from %s %s, the version applied last (revision %d), since %s.",
+		s.addon.Status.Source, s.addon.Status.Version, applied.Source, applied.Version, applied.Number, why)
+	logf.FromContext(ctx).Info("Rendering the delete hooks from another version than the applied one", "source", s.addon.Status.Source, "version", s.addon.Status.Version, "applied", applied.Version, "why", why)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.addon, nil, "Warning", reasonDeleteHooksNotFromApplied, "Uninstall", "%s", truncate(msg, 1000))
+	}
+}
