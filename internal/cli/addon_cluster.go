@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -353,8 +354,8 @@ func dropSecretInputPaths(key client.ObjectKey, a *capstanv1.Addon, vals map[str
 	if len(inputs) == 0 || a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
 		return nil
 	}
-	current := map[string]any{}
-	if err := json.Unmarshal(a.Spec.Values.Raw, &current); err != nil || current == nil {
+	current, err := exactSpecValues(a)
+	if err != nil || current == nil {
 		return nil
 	}
 	dropped := false
@@ -757,14 +758,37 @@ func ociRepository(oci string) (string, bool) {
 func mergeOverSpecValues(a *capstanv1.Addon, vals map[string]any) ([]byte, error) {
 	current := map[string]any{}
 	if a.Spec.Values != nil && len(a.Spec.Values.Raw) > 0 {
-		if err := json.Unmarshal(a.Spec.Values.Raw, &current); err != nil {
+		exact, err := exactSpecValues(a)
+		if err != nil {
 			return nil, fmt.Errorf("spec.values is not an object (%w); fix it with kubectl edit", err)
 		}
-		if current == nil {
-			current = map[string]any{}
+		if exact != nil {
+			current = exact
 		}
 	}
 	return json.Marshal(loader.MergeMaps(current, vals))
+}
+
+// exactSpecValues reads the Addon's spec.values as a map whose numbers are
+// json.Number, nil for no values or a null.
+//
+// NOTE: edit writes spec.values whole, and a float64 holds no integer past
+// 2^53 and writes 1e+23 for 100000000000000000000000: a number the edit
+// does not touch would be saved rounded or respelled, the chart would
+// render another ID or quota, and a GitOps tool that compares spec.values
+// would see drift. A json.Number marshals back to the digits it was read
+// from, and Helm's merge copies it as any other leaf.
+func exactSpecValues(a *capstanv1.Addon) (map[string]any, error) {
+	if a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
+		return nil, nil
+	}
+	var out map[string]any
+	dec := json.NewDecoder(bytes.NewReader(a.Spec.Values.Raw))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // waitSynced waits, with w, until the Addon is Synced at its generation,
