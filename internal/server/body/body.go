@@ -200,7 +200,122 @@ func Decode(r io.Reader, v any) error {
 	if at, esc := loneSurrogate(data); at >= 0 {
 		return refuse("", "a string escape of the request body is a lone UTF-16 surrogate (%s) at byte %d, which stands for no character; send the text as UTF-8", esc, at)
 	}
+	// NOTE: encoding/json keeps the last of a key given twice, silently: a
+	// body that a script made by appending an override to a template, or
+	// a client that merged two maps badly, would name another Addon, set
+	// another deletionPolicy or write another password than the one it
+	// checked. Capstan's definitions and render -f refuse a key given
+	// twice, and so does kubectl's strict field validation.
+	if err := duplicateKey(data); err != nil {
+		return err
+	}
 	return nil
+}
+
+// maxShownKey is how much of a key a refusal quotes: a key may be as long
+// as the body.
+const maxShownKey = 64
+
+// duplicateKey refuses a key given twice in one object of data, one JSON
+// value, at any depth: the spec patch and spec.values are raw JSON to the
+// decoder, and a merge patch keeps the last of two keys as well. Keys are
+// compared as they decode ("a" and "\u0061" are one key). It reads data
+// once and keeps each key once, so its time is linear in the body; the
+// path to a key is only spelled out for the refusal.
+func duplicateKey(data []byte) error {
+	// frame is one open object or array: the keys an object has given, or
+	// the next index of an array, and the segment that leads to it.
+	type frame struct {
+		keys    map[string]struct{}
+		index   int
+		segment string
+		// key is an object's last key; wantKey says whether the next
+		// token is a key (true) or that key's value.
+		key     string
+		wantKey bool
+	}
+	var stack []frame
+	// value is called for each value: it returns the value's segment
+	// within the container on top, and moves the container on.
+	value := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		top := &stack[len(stack)-1]
+		if top.keys != nil {
+			top.wantKey = true
+			return keySegment(top.key)
+		}
+		top.index++
+		return "[" + strconv.Itoa(top.index-1) + "]"
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return refuse("", "the request body is not the JSON this endpoint takes: %v", err)
+		}
+		if key, ok := tok.(string); ok && len(stack) > 0 && stack[len(stack)-1].wantKey {
+			top := &stack[len(stack)-1]
+			if _, seen := top.keys[key]; seen {
+				var at strings.Builder
+				for _, f := range stack[1:] {
+					at.WriteString(f.segment)
+				}
+				at.WriteString(keySegment(key))
+				field := strings.TrimPrefix(at.String(), ".")
+				return refuse(field, "%s is given twice in the request body: keep one", field)
+			}
+			top.keys[key] = struct{}{}
+			top.key, top.wantKey = key, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]struct{}{}, segment: value(), wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, frame{segment: value()})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			value()
+		}
+	}
+}
+
+// keySegment is key as a segment of a field's path: .name for a key that
+// is a name, and ["a.b"] for any other, cut to maxShownKey characters.
+func keySegment(key string) string {
+	if isName(key) {
+		return "." + key
+	}
+	if len(key) > maxShownKey {
+		cut := maxShownKey
+		for cut > 0 && !utf8.RuneStart(key[cut]) {
+			cut--
+		}
+		return "[" + strconv.Quote(key[:cut]) + "…]"
+	}
+	return "[" + strconv.Quote(key) + "]"
+}
+
+// isName says whether key is a short name of letters, digits, - and _
+// that starts with a letter, as the fields of a spec are.
+func isName(key string) bool {
+	if key == "" || len(key) > maxShownKey {
+		return false
+	}
+	for i, c := range key {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+		if !letter && (i == 0 || !(c >= '0' && c <= '9' || c == '-')) {
+			return false
+		}
+	}
+	return true
 }
 
 // loneSurrogate is the offset of the first \u escape in the strings of

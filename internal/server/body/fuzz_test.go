@@ -32,6 +32,8 @@ func FuzzDecode(f *testing.F) {
 		``, `  `, `null`, `{}`, `[]`, `{"name":1}`, `{"nope":true}`, `{"hash":"a"} `,
 		"{\"name\":\"x\",\"secretInputs\":{\"a\":\"p\xe4ss\"}}",
 		`{"name":"x","secretInputs":{"a":"p\udce4ss"}}`,
+		`{"name":"x","secretInputs":{"auth.password":"first","auth.password":"second"}}`,
+		`{"name":"x","name":"y","spec":{"values":{"a":[{"b":1,"b":2}]}}}`,
 		`{"name":"x","secretInputs":{"a":"\ud83d\ude00","b":"\\udce4","c":"\ud83d"}}`,
 		"{\"name\":\"x\",\"secretInputs\":{\"a\":\"p\uFFFDss\",\"b\":\"\\ufffd\"}}",
 	} {
