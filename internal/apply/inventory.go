@@ -137,6 +137,13 @@ func NotOurs(a *capstanv1.Addon, obj metav1.Object) string {
 	return "neither Capstan's labels naming this Addon nor a field Capstan applied are on it, so this add-on did not create it"
 }
 
+// LabelledForAnother reports whether Capstan's owner labels on obj name an
+// Addon other than a.
+func LabelledForAnother(a *capstanv1.Addon, obj metav1.Object) bool {
+	labels := obj.GetLabels()
+	return !a.LabelledFor(labels) && (labels[capstanv1.AddonLabel] != "" || labels[capstanv1.AddonNamespaceLabel] != "")
+}
+
 // ResourcePolicyAnnotation is Helm's resource policy: an object whose
 // policy is "keep" is left running when an upgrade or an uninstall would
 // delete it, and leaves the release. It is the chart author's word for

@@ -249,3 +249,127 @@ func TestThePlanListsNoPruneOfAnotherOwnersObject(t *testing.T) {
 		t.Errorf("no LeftNotOwned event of the prune names r-gone:\n%s", notes)
 	}
 }
+
+// sharedNames are the names of a test's shared Namespace and of its two
+// Addons, from the suffix of its namespace ns and a tag of the test's own.
+func sharedNames(ns, tag string) (shared, one, two string) {
+	suffix := ns[strings.LastIndex(ns, "-")+1:]
+	return "shared-" + tag + "-" + suffix, tag + "-one-" + suffix, tag + "-two-" + suffix
+}
+
+// sharedNamespaceChart publishes a chart that renders a Namespace named
+// shared, labelled with the value team (a by default), and a ConfigMap
+// with the value x: two add-ons of it share the Namespace, a kind an
+// uninstall never deletes.
+func sharedNamespaceChart(t *testing.T, name, shared string) string {
+	t.Helper()
+	url, _ := charts.publish(t, chart{name: name, version: "1.0.0", files: map[string]string{
+		"templates/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + shared + "\n  labels:\n    team: {{ .Values.team | default \"a\" | quote }}\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  x: {{ .Values.x | default \"a\" | quote }}\n",
+	}})
+	return url
+}
+
+// stableFor reads the shared Namespace once a second, polls times, and
+// fails when its resourceVersion moves: neither add-on writes it again.
+func stableFor(t *testing.T, shared string, polls int) {
+	t.Helper()
+	first := live(t, "v1", "Namespace", "", shared)
+	changes := 0
+	last := first.GetResourceVersion()
+	for range polls {
+		time.Sleep(time.Second)
+		if rv := live(t, "v1", "Namespace", "", shared).GetResourceVersion(); rv != last {
+			changes, last = changes+1, rv
+		}
+	}
+	if changes > 0 {
+		t.Errorf("the shared Namespace was written %d time(s) in %d s once both add-ons had settled (resourceVersion %s -> %s, labels now %v)",
+			changes, polls, first.GetResourceVersion(), last, live(t, "v1", "Namespace", "", shared).GetLabels())
+	}
+}
+
+// TestANeverDeleteKindStaysSharedAfterAnAdoption: one add-on creates a
+// Namespace, and a second, with spec.adopt, renders it as it is. The
+// second adopts it without writing its owner labels over the first's,
+// and the first, which still holds it in its inventory, stays Synced
+// through a change of its values instead of finding it to adopt again.
+func TestANeverDeleteKindStaysSharedAfterAnAdoption(t *testing.T) {
+	ns1, ns2 := newNamespace(t), newNamespace(t)
+	shared, oneName, twoName := sharedNames(ns1, "adopted")
+	url := sharedNamespaceChart(t, "sharedns", shared)
+	one := create(t, newAddon(controllerNS, oneName, url, withTarget(ns1)))
+	waitPhase(t, one, capstanv1.PhaseSynced)
+
+	two := create(t, newAddon(controllerNS, twoName, url, withTarget(ns2), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
+	waitPhase(t, two, capstanv1.PhaseSynced)
+	if l := live(t, "v1", "Namespace", "", shared).GetLabels(); !getAddon(t, one).LabelledFor(l) {
+		t.Errorf("two's adoption wrote its owner labels over one's on the shared Namespace: %v", l)
+	}
+
+	update(t, one, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`x: b`) })
+	got := waitFor(t, one, 90*time.Second, "one to settle", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && (cur.Status.Phase == capstanv1.PhaseBlocked || cur.Status.Phase == capstanv1.PhaseSynced)
+	})
+	if r := condition(got, capstanv1.ConditionReady); got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("one, which created the shared Namespace, is %s after two adopted it: %s: %s", got.Status.Phase, r.Reason, r.Message)
+	}
+	if cm := live(t, "v1", "ConfigMap", ns1, "cm"); cm == nil || cm.Object["data"].(map[string]any)["x"] != "b" {
+		t.Errorf("one's change was not applied: %v", cm)
+	}
+}
+
+// TestAddonsSharingANeverDeleteKindDoNotFight: two add-ons, both with
+// spec.adopt, render one Namespace. Once both are Synced, neither writes
+// it again: no owner labels taken back and forth on every sync.
+func TestAddonsSharingANeverDeleteKindDoNotFight(t *testing.T) {
+	ns1, ns2 := newNamespace(t), newNamespace(t)
+	shared, oneName, twoName := sharedNames(ns1, "nofight")
+	url := sharedNamespaceChart(t, "sharedns2", shared)
+	adopt := withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })
+	one := create(t, newAddon(controllerNS, oneName, url, withTarget(ns1), adopt))
+	waitPhase(t, one, capstanv1.PhaseSynced)
+	two := create(t, newAddon(controllerNS, twoName, url, withTarget(ns2), adopt))
+	waitPhase(t, two, capstanv1.PhaseSynced)
+	update(t, one, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`x: b`) })
+	waitPhase(t, one, capstanv1.PhaseSynced)
+	waitPhase(t, two, capstanv1.PhaseSynced)
+	stableFor(t, shared, 30)
+	if a, b := getAddon(t, one), getAddon(t, two); a.Status.Phase != capstanv1.PhaseSynced || b.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("one is %s and two is %s; want both Synced", a.Status.Phase, b.Status.Phase)
+	}
+}
+
+// TestAddonsSharingANeverDeleteKindShowTheirConflict: two add-ons render
+// one Namespace with different values of one label, both allowed to adopt
+// with changes. Both apply with Capstan's one field manager, so each
+// would undo the other's value on every sync. The second is Blocked
+// (ManagedByAnotherAddon) naming the first, which keeps its value, and
+// nothing writes the Namespace again.
+func TestAddonsSharingANeverDeleteKindShowTheirConflict(t *testing.T) {
+	ns1, ns2 := newNamespace(t), newNamespace(t)
+	shared, oneName, twoName := sharedNames(ns1, "conflict")
+	url := sharedNamespaceChart(t, "sharedns3", shared)
+	adopt := func(team string) addonOpt {
+		return withSpec(func(s *capstanv1.AddonSpec) {
+			s.Adopt, s.AllowAdoptChanges, s.Values = true, true, jsonValues(`team: `+team)
+		})
+	}
+	one := create(t, newAddon(controllerNS, oneName, url, withTarget(ns1), adopt("a")))
+	waitPhase(t, one, capstanv1.PhaseSynced)
+	two := create(t, newAddon(controllerNS, twoName, url, withTarget(ns2), adopt("b")))
+	got := waitFor(t, two, 90*time.Second, "two to settle", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && (cur.Status.Phase == capstanv1.PhaseBlocked || cur.Status.Phase == capstanv1.PhaseSynced)
+	})
+	if r := condition(got, capstanv1.ConditionReady); got.Status.Phase != capstanv1.PhaseBlocked || r.Reason != plan.ReasonOtherAddon ||
+		!strings.Contains(r.Message, controllerNS+"/"+one.Name) || !strings.Contains(r.Message, "Namespace "+shared) {
+		t.Errorf("two is %s: %s: %s; want Blocked %s naming one and the Namespace", got.Status.Phase, r.Reason, r.Message, plan.ReasonOtherAddon)
+	}
+	stableFor(t, shared, 20)
+	if l := live(t, "v1", "Namespace", "", shared).GetLabels(); l["team"] != "a" || !getAddon(t, one).LabelledFor(l) {
+		t.Errorf("the shared Namespace has labels %v; want one's, with team a", l)
+	}
+	if a := getAddon(t, one); a.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("one is %s; want Synced", a.Status.Phase)
+	}
+}

@@ -121,6 +121,7 @@ type scope struct {
 	kept         []apply.Spared        // what leaves the inventory running: an annotation keeps it (apply.KeptBy), or a folder holds it now as a hook or leaves it out (leftOut)
 	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)
 	pruneUIDs    map[string]types.UID  // by ObjectRef.Key: the UID of each object of prune as keptFromPrune read it
+	sharedWith   map[string]string     // by ObjectRef.Key: the Addon ("namespace/name") that holds an object of a kind never deleted that this plan leaves as it is (markOtherAddons)
 	notOurs      []apply.Spared        // what the prune leaves running and drops from the inventory: another Addon holds it, or it is not this add-on's (apply.NotOurs)
 	claimsKept   []apply.Spared        // the StatefulSets the prune deletes whose claims would go with them (apply.DeletesClaims): the prune keeps the claims
 	claimsGo     []apply.Spared        // the other objects the prune deletes that a claim names as its owner: the garbage collector deletes the claim with them (ownedClaims)

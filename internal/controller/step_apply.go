@@ -52,7 +52,11 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
 		}
-		if p := s.previews[i]; p.Adopted && p.Action == capstanv1.ActionUnchanged {
+		// NOTE: a kind never deleted that another add-on holds is shared:
+		// its labels only steer deletes, so the adoption leaves the
+		// other's in place, and neither takes it from the other on every
+		// sync.
+		if p := s.previews[i]; p.Adopted && p.Action == capstanv1.ActionUnchanged && s.sharedWith[p.Ref.Key()] == "" {
 			if live := s.live[p.Ref.Key()]; live != nil {
 				owned := p.Owned
 				if keepsOwners(s, obj) {

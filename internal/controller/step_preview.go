@@ -708,25 +708,45 @@ func managedByKeys(a *capstanv1.Addon) []string {
 // (two add-ons created at once can both create it; the one whose labels
 // the object no longer carries is blocked). An Addon that is gone, or that
 // let the object go, holds nothing: the object can be adopted as any
-// other. Kinds an uninstall never deletes (CRDs, Namespaces, volumes) are
-// left out: two add-ons may share them without either deleting them, and
-// a CRD moved to an add-on of its own stays in the first one's inventory.
-// The Addons are read from the manager's cache, and from the API server
-// when the cache has not one (a shard's cache holds only its own). An
+// other. Kinds an uninstall never deletes (CRDs, Namespaces, volumes) may
+// be shared, since neither add-on deletes them: one held by another Addon
+// is marked only when this plan would change it (the two would undo each
+// other's fields on every sync, all applied by one field manager); one
+// it leaves as it is goes into s.sharedWith, and an adoption writes no
+// owner labels over the other's. The Addons are read from the manager's
+// cache, and from the API server when the cache has not one (a shard's
+// cache holds only its own). An
 // Addon that cannot be read is an error, not an Addon that is gone: the
 // object is not free until its owner is known to have let it go.
 func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) error {
+	s.sharedWith = nil
 	for i := range s.previews {
 		p := &s.previews[i]
 		live := s.live[p.Ref.Key()]
 		if live == nil {
 			continue
 		}
-		by, err := r.heldBy(ctx, s, p.Ref, live)
-		if err != nil {
-			return err
+		if apply.Deletable(p.Ref) {
+			by, err := r.heldBy(ctx, s, p.Ref, live)
+			if err != nil {
+				return err
+			}
+			p.ManagedBy = by
+			continue
 		}
-		p.ManagedBy = by
+		by, err := r.holding(ctx, s, p.Ref, live)
+		switch {
+		case err != nil:
+			return err
+		case by == "":
+		case p.Action != capstanv1.ActionUnchanged:
+			p.ManagedBy = by
+		default:
+			if s.sharedWith == nil {
+				s.sharedWith = map[string]string{}
+			}
+			s.sharedWith[p.Ref.Key()] = by
+		}
 	}
 	return nil
 }
@@ -739,6 +759,11 @@ func (r *AddonReconciler) heldBy(ctx context.Context, s *scope, ref capstanv1.Ob
 	if !apply.Deletable(ref) {
 		return "", nil
 	}
+	return r.holding(ctx, s, ref, obj)
+}
+
+// holding is heldBy for an object of any kind.
+func (r *AddonReconciler) holding(ctx context.Context, s *scope, ref capstanv1.ObjectRef, obj metav1.Object) (string, error) {
 	labels := obj.GetLabels()
 	key := client.ObjectKey{Namespace: labels[capstanv1.AddonNamespaceLabel], Name: labels[capstanv1.AddonLabel]}
 	if key.Name == "" || key.Namespace == "" || key == client.ObjectKeyFromObject(s.addon) {

@@ -192,7 +192,9 @@ func Suspended(s State) (Verdict, bool) {
 // applied and still holds in its inventory, whatever spec.adopt says: two
 // add-ons that apply one object undo each other's changes on every sync,
 // and an uninstall of either deletes what the other still runs. Helm
-// refuses the same with its release's ownership metadata.
+// refuses the same with its release's ownership metadata. A kind never
+// deleted is marked only when the plan would change it (the two may share
+// it as it is), and the message says so.
 func OtherAddons(s State) (Verdict, bool) {
 	var taken []capstanv1.PlannedObject
 	for _, o := range s.Plan.Objects {
@@ -202,6 +204,11 @@ func OtherAddons(s State) (Verdict, bool) {
 	}
 	if len(taken) == 0 {
 		return Verdict{}, false
+	}
+	if !apply.Deletable(taken[0].ObjectRef) {
+		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonOtherAddon,
+			Message: fmt.Sprintf("%d object(s) shared with another add-on would change, first %s, which Addon %s holds in its inventory and applied last; add-ons may share a kind Capstan never deletes, but not apply different fields to it, or each would undo the other's on every sync. Render it here as that add-on does (the plan's diff shows how they differ), or leave it out of one of them; if that add-on no longer renders it, remove its labels %s and %s from the object, and this add-on applies it",
+				len(taken), taken[0].Describe(), taken[0].ManagedBy, capstanv1.AddonLabel, capstanv1.AddonNamespaceLabel)}, true
 	}
 	return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonOtherAddon,
 		Message: fmt.Sprintf("%d object(s) belong to another add-on, first %s of Addon %s, which holds it in its inventory; two add-ons cannot manage one object, and an uninstall of that one would delete it. Give this add-on another spec.releaseName or spec.targetNamespace; or, to move the object here, first take it out of the other add-on: leave it out of its render with spec.prune: true there (which deletes it; this add-on then creates it anew), or delete that Addon with deletionPolicy Orphan",

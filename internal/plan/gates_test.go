@@ -237,3 +237,24 @@ func TestMassPruneCountsOnlyDeletable(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherAddonsSaysASharedKindMayOnlyBeRenderedAlike: a kind never
+// deleted that another Addon holds blocks only as a change (the preview
+// marks it so), and the message says how to share it rather than how to
+// move a deletable object.
+func TestOtherAddonsSaysASharedKindMayOnlyBeRenderedAlike(t *testing.T) {
+	ns := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: "shared"}
+	p := &capstanv1.Plan{Objects: []capstanv1.PlannedObject{{ObjectRef: ns, Action: capstanv1.ActionUpdate, ManagedBy: "team/first"}}}
+	v, stop := OtherAddons(State{Plan: p})
+	if !stop || v.Phase != capstanv1.PhaseBlocked || v.Reason != ReasonOtherAddon {
+		t.Fatalf("OtherAddons = %+v, %v; want Blocked %s", v, stop, ReasonOtherAddon)
+	}
+	for _, want := range []string{"Namespace shared", "team/first", "may share a kind Capstan never deletes", "Render it here as that add-on does", capstanv1.AddonLabel} {
+		if !strings.Contains(v.Message, want) {
+			t.Errorf("message %q lacks %q", v.Message, want)
+		}
+	}
+	if strings.Contains(v.Message, "which deletes it") {
+		t.Errorf("message %q speaks of a delete Capstan never makes of this kind", v.Message)
+	}
+}

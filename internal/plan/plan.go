@@ -122,7 +122,9 @@ type ObjectResult struct {
 	// them Capstan's (apply.Applier.ClaimAdopted).
 	Owned *metav1.FieldsV1
 	// ManagedBy names another Addon that applied the object and still holds
-	// it in its inventory: "namespace/name".
+	// it in its inventory: "namespace/name". An object of a kind never
+	// deleted, which add-ons may share, is marked only when the plan would
+	// change it.
 	ManagedBy string
 	// Error is the API server's message when the dry run failed.
 	Error string

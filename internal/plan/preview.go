@@ -336,8 +336,13 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		// stopped there names objects it never created, which someone
 		// else may have created since. Such an object is adopted as any
 		// other, and only one both in the inventory and shown to be this
-		// add-on's (held) is ever deleted to be created anew.
-		held := live != nil && inventory[key] && apply.NotOurs(in.Addon, live) == ""
+		// add-on's (held) is ever deleted to be created anew. A kind an
+		// uninstall never deletes may be shared: one in the inventory
+		// stays held when another add-on's labels are on it (another
+		// add-on that shares it applied it last, or adopted it), so it is
+		// never adopted again; those labels only steer deletes, which
+		// never come to these kinds.
+		held := live != nil && inventory[key] && (apply.NotOurs(in.Addon, live) == "" || !apply.Deletable(ref) && apply.LabelledForAnother(in.Addon, live))
 		ours := held || live != nil && in.Addon.LabelledFor(live.GetLabels())
 		if live != nil && apply.CreateOnly(obj) != "" {
 			// NOTE: created while missing, never changed after: another
