@@ -41,6 +41,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		EnsuredNamespace: s.createNamespace,
 		Cluster:          s.cluster.identity,
 	}
+	if m := s.mask(); m != nil {
+		in.Mask = m.String
+	}
 	if s.render != nil && len(s.violations) == 0 && len(s.valuesErrors) == 0 {
 		if err := r.previewObjects(ctx, s); err != nil {
 			return false, err
@@ -143,8 +146,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Notices = append(in.Notices, *n)
 	}
 	s.plan = plan.Build(in)
-	// The plan's text is masked once, here: the status, its checkpoints
-	// and the plan on demand all carry this plan.
+	// The plan's text is masked here (its listed problems already, before
+	// Build cut them): the status, its checkpoints and the plan on demand
+	// all carry this plan.
 	s.mask().Plan(s.plan)
 	s.addon.Status.Plan = s.plan
 	return false, nil

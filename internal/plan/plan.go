@@ -57,16 +57,28 @@ const (
 )
 
 // listed cuts list to MaxListed entries and MaxListedBytes unless full,
-// each entry as clip cuts it (clip returns its size too), and says how
-// many there are in a notice of p when it lists fewer.
-func listed[T any](p *capstanv1.Plan, list []T, what, words string, full bool, clip func(T) (T, int)) []T {
-	if full || len(list) == 0 {
+// each entry as clip cuts it (clip returns its size too) once hide has
+// hidden the secret values in its texts, and says how many there are in a
+// notice of p when it lists fewer.
+//
+// NOTE: hide runs before the cut: a value cut at the mark no longer
+// matches the mask, and its start would show (a values error quoting a
+// password of a few kilobytes).
+func listed[T any](p *capstanv1.Plan, list []T, what, words string, full bool, hide func(T) T, clip func(T) (T, int)) []T {
+	if len(list) == 0 {
 		return list
+	}
+	if full {
+		out := make([]T, len(list))
+		for i, e := range list {
+			out[i] = hide(e)
+		}
+		return out
 	}
 	out := make([]T, 0, min(len(list), MaxListed))
 	budget := MaxListedBytes
 	for _, e := range list {
-		cut, size := clip(e)
+		cut, size := clip(hide(e))
 		if len(out) == MaxListed || size > budget {
 			break
 		}
@@ -93,6 +105,28 @@ func clipValuesError(e capstanv1.ValuesError) (capstanv1.ValuesError, int) {
 }
 
 func clipField(s string) string { return conditions.Truncate(s, maxListedField) }
+
+// hideViolation is v with mask applied to its texts; a nil mask hides
+// nothing.
+func hideViolation(mask func(string) string) func(capstanv1.Violation) capstanv1.Violation {
+	return func(v capstanv1.Violation) capstanv1.Violation {
+		if mask != nil {
+			v.Path, v.Rule, v.Message = mask(v.Path), mask(v.Rule), mask(v.Message)
+		}
+		return v
+	}
+}
+
+// hideValuesError is e with mask applied to its texts; a nil mask hides
+// nothing.
+func hideValuesError(mask func(string) string) func(capstanv1.ValuesError) capstanv1.ValuesError {
+	return func(e capstanv1.ValuesError) capstanv1.ValuesError {
+		if mask != nil {
+			e.Path, e.Rule, e.Message = mask(e.Path), mask(e.Rule), mask(e.Message)
+		}
+		return e
+	}
+}
 
 // listedTotal returns how many entries a list of p has, whose n are listed
 // (what is listedViolations or listedValuesErrors): the count the notice
@@ -191,6 +225,10 @@ type Input struct {
 	Cluster string
 	// Full keeps every diff whole, for `capstan plan`; status leaves it false.
 	Full bool
+	// Mask hides secret values in the texts of the violations and values
+	// errors before they are cut to what status keeps; nil hides nothing.
+	// The plan's other texts are whole, for the caller to mask.
+	Mask func(string) string
 }
 
 // Build assembles a plan, its summary and its hash. The hash covers what
@@ -206,8 +244,8 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	// NOTE: the hash covers every violation and values error below, not
 	// only those listed.
-	p.Violations = listed(p, in.Violations, listedViolations, "guardrail violations", in.Full, clipViolation)
-	p.ValuesErrors = listed(p, in.ValuesErrors, listedValuesErrors, "values errors", in.Full, clipValuesError)
+	p.Violations = listed(p, in.Violations, listedViolations, "guardrail violations", in.Full, hideViolation(in.Mask), clipViolation)
+	p.ValuesErrors = listed(p, in.ValuesErrors, listedValuesErrors, "values errors", in.Full, hideValuesError(in.Mask), clipValuesError)
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	if in.Cluster != "" {
 		// NOTE: the kubeconfig Secret can be repointed with no change of
