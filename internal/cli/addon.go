@@ -255,7 +255,7 @@ refuses to replace a file that someone changed since.`,
 			if output != "" {
 				return printObject(cmd.OutOrStdout(), output, reapplicable(a))
 			}
-			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs)
+			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs, false)
 			if next := nextCommand(a, f.suffix()); next != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "To apply exactly this plan: %s\n", next)
 			}
@@ -269,8 +269,9 @@ refuses to replace a file that someone changed since.`,
 	return cmd
 }
 
-// printAddon prints an Addon and a plan for a person.
-func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) {
+// printAddon prints an Addon and a plan for a person: the plan in its
+// status, or a whole plan computed on demand (whole).
+func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs, whole bool) {
 	fmt.Fprintf(w, "Addon %s/%s: %s (%s profile)\n", a.Namespace, a.Name, a.Status.Phase, a.Status.Profile)
 	for _, c := range a.Status.Conditions {
 		fmt.Fprintf(w, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
@@ -347,7 +348,10 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	for _, n := range p.Notices {
 		fmt.Fprintf(w, "  note %s: %s\n", n.Path, n.Message)
 	}
-	if p.DiffsTruncated {
+	switch {
+	case p.DiffsTruncated && whole:
+		fmt.Fprintf(w, "Some diffs were cut at %d KiB each, the most of one object's diff a whole plan shows: each says how much of it is left out.\n", plan.MaxFullDiffBytes>>10)
+	case p.DiffsTruncated:
 		fmt.Fprintln(w, "Some diffs were cut to keep the Addon small: `capstan plan NAME` computes the whole plan.")
 	}
 }

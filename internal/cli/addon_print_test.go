@@ -35,7 +35,7 @@ func TestPrintAddonShowsHooksAndNotices(t *testing.T) {
 		Notices: []capstanv1.Notice{{Path: "hooks/ConfigMap/db-typo", Message: "never runs"}},
 	}
 	var b bytes.Buffer
-	printAddon(&b, a, p, false)
+	printAddon(&b, a, p, false, false)
 	out := b.String()
 	for _, want := range []string{
 		"the post-install hooks stopped at Job/db-seed after the apply; the next sync of this render runs them again from it",
@@ -50,7 +50,7 @@ func TestPrintAddonShowsHooksAndNotices(t *testing.T) {
 	a.Status.PendingHook.Failed = nil
 	a.Status.Hook = &capstanv1.HookProgress{ObjectRef: capstanv1.ObjectRef{Kind: "Job", Name: "db-seed"}, Event: "post-install"}
 	b.Reset()
-	printAddon(&b, a, p, false)
+	printAddon(&b, a, p, false, false)
 	if out := b.String(); strings.Contains(out, "hooks stopped") || strings.Contains(out, "have not all succeeded") {
 		t.Errorf("a post hook that runs is shown as failed:\n%s", out)
 	}
@@ -62,14 +62,14 @@ func TestPrintAddonSaysWhenNothingIsApplied(t *testing.T) {
 	a := &capstanv1.Addon{}
 	a.Namespace, a.Name = "capstan-system", "hello-kustomize"
 	var b bytes.Buffer
-	printAddon(&b, a, nil, false)
+	printAddon(&b, a, nil, false, false)
 	if want := "Inventory: 0 objects; nothing applied yet\nNo plan yet: "; !strings.Contains(b.String(), want) {
 		t.Errorf("before the first apply, output lacks %q:\n%s", want, b.String())
 	}
 	a.Status.AppliedHash = "sha256:93bf"
 	a.Status.Inventory = make([]capstanv1.ObjectID, 2)
 	b.Reset()
-	printAddon(&b, a, nil, false)
+	printAddon(&b, a, nil, false, false)
 	if want := "Inventory: 2 objects; applied sha256:93bf\nNo pending plan: "; !strings.Contains(b.String(), want) {
 		t.Errorf("after an apply, output lacks %q:\n%s", want, b.String())
 	}
@@ -97,7 +97,7 @@ func TestPrintAddonMarksWhatIsCreatedAnew(t *testing.T) {
 		{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "web"}, Action: capstanv1.ActionUpdate},
 	}}
 	var b bytes.Buffer
-	printAddon(&b, a, p, false)
+	printAddon(&b, a, p, false, false)
 	out := b.String()
 	if !strings.Contains(out, "apps/v1/Deployment apps/web (deleted and created anew)\n") || strings.Contains(out, "ConfigMap apps/web (deleted") {
 		t.Errorf("the output should mark the Deployment alone:\n%s", out)
@@ -114,7 +114,7 @@ func TestPrintAddonShowsWaves(t *testing.T) {
 		{ObjectRef: capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "operator"}, Action: capstanv1.ActionCreate},
 	}}
 	var b bytes.Buffer
-	printAddon(&b, a, p, false)
+	printAddon(&b, a, p, false, false)
 	out := b.String()
 	for _, want := range []string{
 		"example.com/v1/Database apps/main (wave 1)\n",
@@ -133,7 +133,7 @@ func TestPrintAddonShowsWaves(t *testing.T) {
 	a.Status.Wave = &capstanv1.WaveProgress{Wave: 0, Deleting: true, Waiting: "Database apps/main is being deleted (finalizers: example.com/db)",
 		Since: a.Status.Wave.Since}
 	b.Reset()
-	printAddon(&b, a, p, false)
+	printAddon(&b, a, p, false, false)
 	if want := "wave 0 waits since " + a.Status.Wave.Since.Format("15:04:05") + " to be deleted, until the waves after it are gone: Database apps/main is being deleted"; !strings.Contains(b.String(), want) {
 		t.Errorf("the output lacks %q:\n%s", want, b.String())
 	}
@@ -210,5 +210,26 @@ func TestNoPlanNamesTheAddonsCluster(t *testing.T) {
 	err = phaseHint(err, client.ObjectKeyFromObject(a), " --kubeconfig kc.yaml")
 	if !errors.Is(err, addons.ErrNoPlan) || !strings.Contains(err.Error(), "`capstan addon get web -n demo --kubeconfig kc.yaml`") {
 		t.Errorf("no plan: %v; want the get command with -n and --kubeconfig", err)
+	}
+}
+
+// TestPrintWholePlanSaysWhereDiffsWereCut: a plan in status whose diffs
+// were cut points to `capstan plan`; the whole plan that `capstan plan`
+// prints, whose diffs are cut only past plan.MaxFullDiffBytes, does not
+// point to itself, and says the bound.
+func TestPrintWholePlanSaysWhereDiffsWereCut(t *testing.T) {
+	a := &capstanv1.Addon{}
+	a.Namespace, a.Name = "apps", "big"
+	p := &capstanv1.Plan{Hash: "p1", DiffsTruncated: true, Objects: []capstanv1.PlannedObject{
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "big"}, Action: capstanv1.ActionCreate, DiffTruncated: true},
+	}}
+	var status, whole bytes.Buffer
+	printAddon(&status, a, p, true, false)
+	printAddon(&whole, a, p, true, true)
+	if !strings.Contains(status.String(), "`capstan plan NAME` computes the whole plan") {
+		t.Errorf("the status's plan does not point to capstan plan:\n%s", status.String())
+	}
+	if strings.Contains(whole.String(), "`capstan plan NAME`") || !strings.Contains(whole.String(), "cut at 128 KiB each") {
+		t.Errorf("the whole plan should say its diffs' bound, not point to itself:\n%s", whole.String())
 	}
 }

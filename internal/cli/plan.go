@@ -28,13 +28,17 @@ func newPlanCommand() *cobra.Command {
 	var renderMemory string
 	cmd := &cobra.Command{
 		Use:   "plan NAME",
-		Short: "Compute an Addon's whole plan against the cluster now, every diff uncut, changing nothing",
+		Short: "Compute an Addon's whole plan against the cluster now, every diff uncut up to 128 KiB, changing nothing",
 		Long: `plan runs the controller's pipeline up to the preview for one Addon: it
 fetches and renders the source, resolves the values, checks the guardrails,
 dry-runs every object on the API server and diffs it with what runs. Nothing
 is applied and no status is written. Cluster-profile add-ons are previewed by
 impersonating the add-ons service account, so your account needs the right
 to impersonate it (or use restricted add-ons, previewed as you).
+
+Each object's diff is shown whole up to 128 KiB, the most status keeps of
+all diffs together; a larger one (a ConfigMap of megabytes) is cut at a
+line's end and says how many lines and bytes are left out.
 
 The plan is the controller's, with the hash of the plan in status, only when
 --controller-namespace, --trusted-namespaces, --addons-service-account,
@@ -130,7 +134,7 @@ ever or takes all memory fails the plan instead of your machine.`,
 			if output != "" {
 				err = printObject(cmd.OutOrStdout(), output, p)
 			} else {
-				printAddon(cmd.OutOrStdout(), a, p, true)
+				printAddon(cmd.OutOrStdout(), a, p, true, true)
 			}
 			if err != nil {
 				return err

@@ -8,9 +8,10 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// Plan computes an Addon's whole plan on demand, with every diff uncut, and
-// changes nothing: no status is written, nothing is applied, generated
-// values are not kept and values objects are not adopted. It runs the
+// Plan computes an Addon's whole plan on demand, with every diff uncut up
+// to plan.MaxFullDiffBytes, and changes nothing: no status is written,
+// nothing is applied, generated values are not kept and values objects
+// are not adopted. It runs the
 // pipeline's steps up to the preview, with the reconciler's identities.
 // `capstan plan` uses it when the plan in status had its diffs cut.
 func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*capstanv1.Plan, error) {

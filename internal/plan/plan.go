@@ -20,12 +20,19 @@ import (
 )
 
 // Limits that keep a plan in status far below etcd's object size limit,
-// even for a chart of a thousand objects. `capstan plan` shows every diff.
+// even for a chart of a thousand objects. `capstan plan` shows every diff,
+// each up to MaxFullDiffBytes.
 const (
 	// MaxDiffBytes is the most of one object's diff that status keeps.
 	MaxDiffBytes = 16 << 10
 	// MaxTotalDiffBytes is the most of all diffs together that status keeps.
 	MaxTotalDiffBytes = 128 << 10
+	// MaxFullDiffBytes is the most of one object's diff that a whole plan
+	// (Input.Full: `capstan plan`, the API's plan) shows: as much as status
+	// keeps of all diffs together. A ConfigMap of megabytes or a large
+	// CRD would otherwise print a diff of any size to a terminal, and to
+	// an API answer held whole in the controller's memory.
+	MaxFullDiffBytes = MaxTotalDiffBytes
 	// MaxListed is the most guardrail violations, and the most values
 	// errors, that status lists: one values document can break a schema
 	// once per item of a list of tens of thousands, and a status that
@@ -223,7 +230,8 @@ type Input struct {
 	// that applies it there (remote.Config.Identity), for a remote one;
 	// empty for the controller's own cluster.
 	Cluster string
-	// Full keeps every diff whole, for `capstan plan`; status leaves it false.
+	// Full keeps every diff whole up to MaxFullDiffBytes, for `capstan plan`;
+	// status leaves it false.
 	Full bool
 	// Mask hides secret values in the texts of the violations and values
 	// errors before they are cut to what status keeps; nil hides nothing.
@@ -412,10 +420,11 @@ func count(s *capstanv1.PlanSummary, a capstanv1.Action) {
 	}
 }
 
-// capDiff shortens a diff to what the per-object and total budgets allow.
+// capDiff shortens a diff to what the per-object and total budgets allow,
+// or, for a whole plan, to MaxFullDiffBytes (cutFull).
 func capDiff(diff string, budget int, full bool) (string, int) {
 	if full {
-		return diff, budget
+		return cutFull(diff), budget
 	}
 	limit := min(MaxDiffBytes, budget)
 	if len(diff) <= limit {
@@ -431,6 +440,29 @@ func capDiff(diff string, budget int, full bool) (string, int) {
 	out := diff[:cut] + truncatedNote
 	return out, budget - len(out)
 }
+
+// cutFull shortens a diff of a whole plan to at most MaxFullDiffBytes, at
+// the end of a line, and says how much of it is left out.
+//
+// NOTE: at a line's end, as status's diffs are cut: the plan's texts are
+// masked after Build, and a secret value cut within a line would no
+// longer match the mask.
+func cutFull(diff string) string {
+	if len(diff) <= MaxFullDiffBytes {
+		return diff
+	}
+	cut := max(strings.LastIndexByte(diff[:MaxFullDiffBytes-maxFullNote], '\n'), 0)
+	left := diff[cut:]
+	return diff[:cut] + fmt.Sprintf(fullNote, MaxFullDiffBytes>>10, strings.Count(left, "\n"), len(left))
+}
+
+// fullNote ends a diff of a whole plan that cutFull cut: the bound in KiB,
+// the lines and the bytes left out. No Capstan command shows more of one
+// object's diff.
+const fullNote = "\n... diff cut at %d KiB: %d more lines (%d bytes) left out; Capstan shows no more of one object's diff\n"
+
+// maxFullNote is the room fullNote takes at most.
+const maxFullNote = len(fullNote) + 3*20
 
 // truncatedNote ends a diff that capDiff cut.
 const truncatedNote = "\n... diff truncated; run `capstan plan` for the whole diff\n"
