@@ -1491,7 +1491,8 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 			return &UncheckedValuesError{Name: next.Name, Err: err}
 		}
 		set, emptyKeys := SecretInputNames(setPaths)
-		held, _ := SecretInputNames(heldPaths)
+		named, more := BoundHeld(heldPaths)
+		held, _ := SecretInputNames(named)
 		if len(set) > 0 {
 			instead := "leave it out of the definition's values, put it in a Secret and name that Secret in valuesFrom"
 			if len(emptyKeys) > 0 {
@@ -1501,7 +1502,12 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 				Instead: instead + "; nothing was committed"}
 		}
 		if len(held) > 0 {
-			warn(fmt.Sprintf("the definition of add-on %s already holds %s in its values, which the chart's schema marks writeOnly, a secret input, and the controller Blocks the Addon for it: move it to a Secret named in valuesFrom", next.Name, strings.Join(held, ", ")))
+			move := "it: move it to a Secret named in valuesFrom"
+			if len(heldPaths) > 1 {
+				move = "them: move each of them to a Secret named in valuesFrom (one Secret may hold them all)"
+			}
+			warn(fmt.Sprintf("the definition of add-on %s already holds %s%s in its values, which the chart's schema marks writeOnly, a secret input, and the controller Blocks the Addon for %s",
+				next.Name, strings.Join(held, ", "), MoreHeld(more), move))
 		}
 		if inv != nil {
 			warn(fmt.Sprintf("the values of add-on %s break a rule the controller Blocks the Addon for: %v", next.Name, inv))

@@ -3,6 +3,8 @@ package addons
 import (
 	"fmt"
 	"strings"
+
+	"capstan.dev/capstan/internal/values"
 )
 
 // wholeSecret is how to give a secret input that no secret input can
@@ -23,4 +25,30 @@ func NonScalarSecrets(paths []string) string {
 // secretInputs entry nor --secret-input either.
 func EmptyKeySecrets(paths []string) string {
 	return fmt.Sprintf("%s is a path with an empty key, which no targetPath, and so no secret input, can name: %s", strings.Join(paths, ", "), wholeSecret)
+}
+
+// BoundHeld returns the first maxUnknownWarnings of paths, the secret
+// inputs a warning names one by one, each name cut to maxWarnedPath
+// bytes, and how many more there were: a list of many secret inputs held
+// already (one a list item) would otherwise make a warning no Warning
+// header, log line or terminal takes.
+func BoundHeld(paths []values.SecretInputPath) (named []values.SecretInputPath, more int) {
+	if len(paths) > maxUnknownWarnings {
+		paths, more = paths[:maxUnknownWarnings], len(paths)-maxUnknownWarnings
+	}
+	named = make([]values.SecretInputPath, len(paths))
+	for i, p := range paths {
+		p.Name = cutPath(p.Name)
+		named[i] = p
+	}
+	return named, more
+}
+
+// MoreHeld says the secret inputs held already that BoundHeld left out of
+// a warning, after the names it kept, or "" for none.
+func MoreHeld(more int) string {
+	if more == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more not named here", more)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -101,5 +102,63 @@ func TestGitValuesCheckGivesAnEmptyKeyWhole(t *testing.T) {
 	}
 	if want := []string{"/pins/"}; !slices.Equal(refused.Paths, want) {
 		t.Errorf("paths %q; want %q", refused.Paths, want)
+	}
+}
+
+// TestGitValuesCheckSaysWhatToDoWithEachHeld: a commit's warning of
+// secret inputs the file in git holds already says, for several, to move
+// each, which one Secret may hold, not "move it" after a list; many are
+// named by the first few and the rest counted.
+func TestGitValuesCheckSaysWhatToDoWithEachHeld(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("pins", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: pins\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},"pins":{"type":"object","additionalProperties":{"type":"string","writeOnly":true}}}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(context.Context, capstanv1.AddonSpec) (*source.Artifact, error) {
+		return &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "pins", Version: "1.0.0"}}, nil
+	}
+	for _, tc := range []struct {
+		pins int
+		want []string
+		not  []string
+	}{
+		{1, []string{"holds pins.k00 in its values", "Blocks the Addon for it: move it to a Secret named in valuesFrom"}, []string{"each"}},
+		{2, []string{"holds pins.k00, pins.k01 in its values", "Blocks the Addon for them: move each of them to a Secret named in valuesFrom (one Secret may hold them all)"}, []string{"move it"}},
+		{25, []string{"pins.k09 and 15 more not named here in its values", "move each of them"}, []string{"pins.k10", "move it"}},
+	} {
+		pins := map[string]any{}
+		for i := range tc.pins {
+			pins[fmt.Sprintf("k%02d", i)] = "1234"
+		}
+		var warned []string
+		check := GitValuesCheck(fetch, func(msg string) { warned = append(warned, msg) })
+		cur := &gitops.Definition{Name: "web", Namespace: "apps",
+			Helm:   &gitops.HelmSource{Repo: "https://charts.example/", Chart: "pins", Version: "1.0.0"},
+			Values: map[string]any{"pins": pins}}
+		next := *cur
+		next.Values = map[string]any{"pins": pins, "replicas": 2}
+		if err := check(context.Background(), &next, cur); err != nil {
+			t.Fatalf("%d pins held: %v", tc.pins, err)
+		}
+		if len(warned) != 1 {
+			t.Fatalf("%d pins held: warnings %q; want one", tc.pins, warned)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(warned[0], w) {
+				t.Errorf("%d pins held: %s\nwant it to hold %q", tc.pins, warned[0], w)
+			}
+		}
+		for _, n := range append(tc.not, "1234") {
+			if strings.Contains(warned[0], n) {
+				t.Errorf("%d pins held: %s\nwant no %q", tc.pins, warned[0], n)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -225,5 +226,39 @@ func TestRedrawKeepsAListTheSaveMakesSecret(t *testing.T) {
 	}
 	if first := paths(applySecretPaths(fields(), secret, false)); len(first) != 2 || !first["ldap.bindPassword"] {
 		t.Errorf("drawn first, the form's fields are %v; want mode and the secret ldap.bindPassword, the list dropped", first)
+	}
+}
+
+// TestHeldSecretInputsSayWhatToDoWithEach: the API's warning of several
+// secret inputs spec.values holds already says what to do with each,
+// sending them all in one "secretInputs" that names every path, rather
+// than "move it to a Secret" after a list of paths; many are warned of by
+// the first few, and the rest counted, so that the Warning header stays
+// short.
+func TestHeldSecretInputsSayWhatToDoWithEach(t *testing.T) {
+	errs := []capstanv1.ValuesError{{Path: "/auth/password", Rule: values.RuleWriteOnly}, {Path: "/db/token", Rule: values.RuleWriteOnly}}
+	vals := map[string]any{"auth": map[string]any{"password": "pw"}, "db": map[string]any{"token": "tk"}}
+	_, paths := secretValueErrors(errs, vals, nil)
+	held := heldSecretInputs(vals, paths)
+	if want := `Blocks the Addon for them; move each to a Secret: send them all in the API's "secretInputs" ({"secretInputs": {"auth.password": "...", "db.token": "..."}}), which keeps them in one Secret, with null at each one's path in spec.values`; !strings.Contains(held, want) ||
+		strings.Contains(held, "move it") || strings.Contains(held, "pw") || strings.Contains(held, "tk") {
+		t.Errorf("the warning of two secret inputs held:\n%s\nwant it to hold %q, and no value", held, want)
+	}
+	if one := heldSecretInputs(vals, paths[:1]); !strings.Contains(one, `for it; move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`) {
+		t.Errorf("the warning of one secret input held: %s", one)
+	}
+
+	users := make([]any, 40)
+	errs = nil
+	for i := range users {
+		users[i] = map[string]any{"password": "pw"}
+		errs = append(errs, capstanv1.ValuesError{Path: fmt.Sprintf("/users/%d/password", i), Rule: values.RuleWriteOnly})
+	}
+	vals = map[string]any{"users": users}
+	_, paths = secretValueErrors(errs, vals, nil)
+	held = heldSecretInputs(vals, paths)
+	if !strings.Contains(held, "users[9].password and 30 more not named here,") || strings.Contains(held, "users[10].password") ||
+		!strings.Contains(held, "the 30 not named here, each the same way") || len(held) > 2000 {
+		t.Errorf("the warning of 40 secret inputs held (%d bytes):\n%s\nwant the first 10 named and 30 counted", len(held), held)
 	}
 }

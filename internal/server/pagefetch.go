@@ -231,18 +231,43 @@ func (s *Server) warnUnknownSecretInputs(ctx context.Context, check *addons.Char
 
 // heldSecretInputs warns of the secret inputs at paths that spec.values
 // (vals) holds already, unchanged: each goes to a Secret (secretAdvice),
-// with null at its path in spec.values.
+// with null at its path in spec.values. The first few are named, each
+// with its way (addons.BoundHeld), and the rest counted.
 func heldSecretInputs(vals map[string]any, paths []values.SecretInputPath) string {
-	held, _ := addons.SecretInputNames(paths)
-	return fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it; %s",
-		strings.Join(held, ", "), secretAdvice(vals, paths, heldSecrets, ", with null at its path in spec.values"))
+	named, more := addons.BoundHeld(paths)
+	held, _ := addons.SecretInputNames(named)
+	them := "it"
+	if len(paths) > 1 {
+		them = "them"
+	}
+	advice := secretAdvice(vals, named, heldSecrets, ", with null at its path in spec.values")
+	if more > 0 {
+		advice += fmt.Sprintf("; the %d not named here, each the same way as those of its kind", more)
+	}
+	return fmt.Sprintf("spec.values already holds %s%s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for %s; %s",
+		strings.Join(held, ", "), addons.MoreHeld(more), them, advice)
 }
 
 // heldSecrets is how a secret input that spec.values holds already is
-// moved out of it.
-var heldSecrets = secretWay{scalar: func([]string) string {
-	return `move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`
+// moved out of it: several are named each in one "secretInputs", which
+// keeps them all in one Secret.
+var heldSecrets = secretWay{scalar: func(paths []string) string {
+	if len(paths) == 1 {
+		return `move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`
+	}
+	return `move each to a Secret: send them all in the API's "secretInputs" (` + secretInputsExample(paths) +
+		`), which keeps them in one Secret, with null at each one's path in spec.values`
 }}
+
+// secretInputsExample is the body's "secretInputs" that gives the secret
+// inputs at paths, with their values left out.
+func secretInputsExample(paths []string) string {
+	example := make([]string, len(paths))
+	for i, p := range paths {
+		example[i] = strconv.Quote(p) + `: "..."`
+	}
+	return `{"secretInputs": {` + strings.Join(example, ", ") + `}}`
+}
 
 // secretWay is how one writer takes secret inputs instead of in
 // spec.values: scalar says how to give those at the targetPaths it is
@@ -307,11 +332,7 @@ func sortSecretInputs(vals map[string]any, paths []values.SecretInputPath) (whol
 // apiSecrets is how the API takes secret inputs: in the body's
 // "secretInputs".
 var apiSecrets = secretWay{outcome: "nothing was written", scalar: func(paths []string) string {
-	example := make([]string, len(paths))
-	for i, p := range paths {
-		example[i] = strconv.Quote(p) + `: "..."`
-	}
-	return `send it as a secret input instead, in the body's "secretInputs" ({"secretInputs": {` + strings.Join(example, ", ") + `}}), and leave it out of spec.values`
+	return `send it as a secret input instead, in the body's "secretInputs" (` + secretInputsExample(paths) + `), and leave it out of spec.values`
 }}
 
 // gitValuesCheck is the CheckValues of a commit for the user u: the chart
