@@ -119,7 +119,7 @@ func TestSecretObjectsAndLists(t *testing.T) {
 
 	vals := map[string]any{"creds": map[string]any{"accessKey": "AK"}, "keys": []any{"k1"}, "auth": map[string]any{"password": "pw"}}
 	for _, paths := range [][]string{{"creds"}, {"keys"}, {"creds", "auth.password"}} {
-		page := secretValuesMessage(namedPaths(t, paths...), vals, nil, "nothing was saved")
+		page := secretValuesMessage(namedPaths(t, paths...), vals, nil, nil, "nothing was saved")
 		api := secretAdvice(vals, namedPaths(t, paths...), apiSecrets, "")
 		for who, msg := range map[string]string{"the page": page, "the API": api} {
 			if !strings.Contains(msg, "valuesFrom with no targetPath") || !strings.Contains(msg, paths[0]+" is an object or a list") || strings.Contains(msg, "AK") || strings.Contains(msg, "k1") {

@@ -174,11 +174,11 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) 
 		case err != nil:
 			d.Error = err.Error()
 		case len(secret) > 0:
-			var turned []string
-			form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, current, form.from)
+			var turned, lists []string
+			form.Fields, turned, lists = remarkSecretFields(form.Fields, art.Chart.Chart, vals, current, form.from)
 			holdPaths(form.Fields, form.SecretPaths)
 			form.Problems = markErrors(form.Fields, errs)
-			d.Error = secretValuesMessage(secret, vals, turned, "nothing was saved")
+			d.Error = secretValuesMessage(secret, vals, turned, lists, "nothing was saved")
 		case len(errs) > 0:
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was changed.", len(errs))

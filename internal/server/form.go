@@ -266,10 +266,10 @@ func compiledSecretPaths(fields []formField, ch *chartv2.Chart, current map[stri
 // NOTE: a field that was secret stays one, though vals may no longer make
 // it writeOnly: what was typed in it is not shown, and a secret field only
 // sends a value to a Secret.
-func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map[string]any, from []values.Layer) (out []formField, turned []string) {
+func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map[string]any, from []values.Layer) (out []formField, turned, lists []string) {
 	secret, ok := compiledSecretPaths(fields, ch, vals, from)
 	if !ok {
-		return fields, nil
+		return fields, nil, nil
 	}
 	was := map[string]bool{}
 	walkFields(fields, func(f *formField) {
@@ -284,6 +284,9 @@ func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map
 	// putting it in a Secret. The refusal names it if it holds a secret.
 	out = applySecretPaths(fields, secret, true)
 	walkFields(out, func(f *formField) {
+		if f.Kind == "array" && secretAtOrBelow(secret, strings.Split(f.Path, ".")) {
+			lists = append(lists, f.Path)
+		}
 		if !f.WriteOnly || was[f.Path] {
 			return
 		}
@@ -295,7 +298,19 @@ func remarkSecretFields(fields []formField, ch *chartv2.Chart, vals, current map
 			_, f.Held = render.FieldAt(current, strings.Split(f.Path, "."))
 		}
 	})
-	return out, turned
+	return out, turned, lists
+}
+
+// secretAtOrBelow says whether one of the secret paths is path, above it
+// or below it: a list field there holds a secret input, or is one.
+func secretAtOrBelow(secret [][]string, path []string) bool {
+	for _, s := range secret {
+		n := min(len(s), len(path))
+		if slices.Equal(s[:n], path[:n]) {
+			return true
+		}
+	}
+	return false
 }
 
 // walkFields calls do with each field that is not a fieldset.
@@ -823,10 +838,10 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	errs, err := checkFormValues(art, form.Name, vals, inputs, nil, nil)
 	errs, secret := secretValueErrors(errs, vals, nil)
 	if err == nil && len(secret) > 0 {
-		var turned []string
-		form.Fields, turned = remarkSecretFields(form.Fields, art.Chart.Chart, vals, nil, nil)
+		var turned, lists []string
+		form.Fields, turned, lists = remarkSecretFields(form.Fields, art.Chart.Chart, vals, nil, nil)
 		form.Problems = markErrors(form.Fields, errs)
-		d.Error = secretValuesMessage(secret, vals, turned, "nothing was created")
+		d.Error = secretValuesMessage(secret, vals, turned, lists, "nothing was created")
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
@@ -952,7 +967,7 @@ func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]an
 // secret field. turned are the paths of fields that the form drew plain,
 // with a value, and draws again as secret fields (remarkSecretFields), as
 // the values the save sent make them writeOnly.
-func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, turned []string, outcome string) string {
+func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, turned, lists []string, outcome string) string {
 	names, _ := addons.SecretInputNames(paths)
 	var typed []string
 	for _, p := range turned {
@@ -960,12 +975,59 @@ func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, tu
 			typed = append(typed, p)
 		}
 	}
+	// NOTE: a path at or under a list field the form keeps plain
+	// (remarkSecretFields) has no secret field, and may not be in the
+	// YAML at all: the list field holds it.
+	var inList, rest []values.SecretInputPath
+	var listFields []string
+	for _, p := range paths {
+		if l := listOf(lists, p.Segments); l != "" {
+			inList = append(inList, p)
+			if !slices.Contains(listFields, l) {
+				listFields = append(listFields, l)
+			}
+		} else {
+			rest = append(rest, p)
+		}
+	}
 	how := "the YAML would write into spec.values, where anyone who may view the add-on reads it: take it out of the YAML"
 	if len(typed) > 0 {
 		how = fmt.Sprintf("the form would write into spec.values, where anyone who may view the add-on reads it: with the values chosen, the field of %s is a secret field now, shown again empty, and the YAML must not hold it",
 			strings.Join(typed, ", "))
 	}
-	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which %s; %s.", strings.Join(names, ", "), how, secretAdvice(vals, paths, pageSecrets(outcome), ""))
+	var clauses []string
+	if len(inList) > 0 {
+		field := "the list field of " + strings.Join(listFields, ", ")
+		if len(rest) == 0 {
+			how = field + " would write into spec.values, where anyone who may view the add-on reads it"
+		}
+		clauses = append(clauses, fmt.Sprintf("for %s, clear %s (kept as it was, so that the list is not lost), and any of it in the YAML, then %s",
+			strings.Join(listFields, ", "), field, addons.WholeSecret))
+	}
+	if len(rest) > 0 || len(inList) == 0 {
+		advice := secretAdvice(vals, rest, pageSecrets(""), "")
+		// NOTE: secretAdvice names the scalars only after paths of
+		// another kind; after the list's clause they are named too.
+		if whole, emptyKeys, scalars := sortSecretInputs(vals, rest); len(inList) > 0 && len(whole)+len(emptyKeys) == 0 {
+			advice = "for " + strings.Join(scalars, ", ") + ", " + advice
+		}
+		clauses = append(clauses, advice)
+	}
+	if outcome != "" {
+		clauses = append(clauses, outcome)
+	}
+	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which %s; %s.", strings.Join(names, ", "), how, strings.Join(clauses, "; "))
+}
+
+// listOf returns the list field of lists that segs is at or under, or "".
+func listOf(lists []string, segs []string) string {
+	for _, l := range lists {
+		path := strings.Split(l, ".")
+		if len(path) <= len(segs) && slices.Equal(path, segs[:len(path)]) {
+			return l
+		}
+	}
+	return ""
 }
 
 // pageSecrets is how a page's form takes secret inputs: in their secret

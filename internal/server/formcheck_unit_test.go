@@ -122,7 +122,7 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 	} {
 		_, set := secretValueErrors(c.errs, vals, nil)
 		api := (&addons.SecretValuesError{Paths: refusalNames(set), Where: "spec.values", Instead: secretAdvice(specVals, set, apiSecrets, "")}).Error()
-		page := secretValuesMessage(set, vals, nil, "nothing was saved")
+		page := secretValuesMessage(set, vals, nil, nil, "nothing was saved")
 		for who, msg := range map[string]string{"the API": api, "the page": page} {
 			if !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) {
 				t.Errorf("%s, %s: %s; want it to say how to give /pins/ whole (%s)", who, c.name, msg, addons.EmptyKeySecrets([]string{"/pins/"}))
@@ -168,7 +168,7 @@ func TestSecretAdviceSaysEachPathsWay(t *testing.T) {
 	vals := map[string]any{"creds": map[string]any{"key": "AK"}, "pins": map[string]any{"": "1234"}, "auth": map[string]any{"password": "pw"}}
 	_, paths := secretValueErrors(errs, vals, nil)
 	whole := addons.NonScalarSecrets([]string{"creds"}) + "; " + addons.EmptyKeySecrets([]string{"/pins/"})
-	page := secretValuesMessage(paths, vals, nil, "nothing was saved")
+	page := secretValuesMessage(paths, vals, nil, nil, "nothing was saved")
 	if want := "take it out of the YAML; " + whole + "; for auth.password, type it into its secret field"; !strings.Contains(page, want) ||
 		!strings.HasSuffix(page, "; nothing was saved.") || strings.Count(page, "nothing was") != 1 {
 		t.Errorf("the page's refusal:\n%s\nwant it to hold %q, and end saying once that nothing was saved", page, want)
@@ -260,5 +260,70 @@ func TestHeldSecretInputsSayWhatToDoWithEach(t *testing.T) {
 	if !strings.Contains(held, "users[9].password and 30 more not named here,") || strings.Contains(held, "users[10].password") ||
 		!strings.Contains(held, "the 30 not named here, each the same way") || len(held) > 2000 {
 		t.Errorf("the warning of 40 secret inputs held (%d bytes):\n%s\nwant the first 10 named and 30 counted", len(held), held)
+	}
+}
+
+// TestRefusalOfAKeptListSaysToClearIt: when a save's values make a list,
+// or its items, writeOnly, the form drawn again keeps the list as a plain
+// field (TestRedrawKeepsAListTheSaveMakesSecret), which has no secret
+// field and whose value need not be in the YAML: the refusal says to clear
+// that list field and give the list in a Secret named in valuesFrom, not
+// to take it out of the YAML or type it into a secret field. A scalar
+// beside it keeps its own advice.
+func TestRefusalOfAKeptListSaysToClearIt(t *testing.T) {
+	for _, tc := range []struct{ name, then string }{
+		{"the list", `{"properties": {"ldap": {"properties": {"servers": {"writeOnly": true}}}}}`},
+		{"its items", `{"properties": {"ldap": {"properties": {"servers": {"items": {"writeOnly": true}}}}}}`},
+	} {
+		archive, err := testcontroller.ChartArchive("ldap", map[string]string{
+			"Chart.yaml": "apiVersion: v2\nname: ldap\nversion: 1.0.0\n",
+			"values.schema.json": `{"type": "object",
+  "if": {"required": ["mode"], "properties": {"mode": {"const": "ldap"}}},
+  "then": ` + tc.then + `,
+  "properties": {
+    "mode": {"type": "string", "enum": ["local", "ldap"]},
+    "apiKey": {"type": "string", "writeOnly": true},
+    "ldap": {"type": "object", "properties": {"servers": {"type": "array", "items": {"type": "string"}}}}}}`,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := loader.LoadArchive(bytes.NewReader(archive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "ldap", Version: "1.0.0"}}
+		for _, withScalar := range []bool{false, true} {
+			fields, err := chartForm(ch, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals := map[string]any{"mode": "ldap", "ldap": map[string]any{"servers": []any{"a.example", "b.example"}}}
+			if withScalar {
+				vals["apiKey"] = "k"
+			}
+			errs, err := checkFormValues(art, "web", vals, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, set := secretValueErrors(errs, vals, nil)
+			var turned, lists []string
+			_, turned, lists = remarkSecretFields(fields, ch, vals, nil, nil)
+			if !slices.Equal(lists, []string{"ldap.servers"}) {
+				t.Fatalf("%s: the lists kept plain are %q; want ldap.servers", tc.name, lists)
+			}
+			page := secretValuesMessage(set, vals, turned, lists, "nothing was saved")
+			want := "for ldap.servers, clear the list field of ldap.servers (kept as it was, so that the list is not lost), and any of it in the YAML, then " + addons.WholeSecret
+			if !strings.Contains(page, want) || !strings.HasSuffix(page, "; nothing was saved.") || strings.Contains(page, "a.example") {
+				t.Errorf("%s, scalar beside it %t: the refusal:\n%s\nwant it to hold %q, end saying nothing was saved, and quote no value", tc.name, withScalar, page, want)
+			}
+			if withScalar != strings.Contains(page, "for apiKey, type it into its secret field") ||
+				strings.Contains(page, "ldap.servers[0], type it") || strings.Contains(page, "ldap.servers is an object or a list") {
+				t.Errorf("%s, scalar beside it %t: the refusal:\n%s\nwant only apiKey sent to a secret field, and the list given no other advice", tc.name, withScalar, page)
+			}
+			if !withScalar && strings.Contains(page, "take it out of the YAML") {
+				t.Errorf("%s: the refusal:\n%s\nwant no \"take it out of the YAML\" for a list the form holds", tc.name, page)
+			}
+		}
 	}
 }
