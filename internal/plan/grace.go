@@ -129,6 +129,18 @@ func (g *DryRunGrace) graceFor() time.Duration {
 	return GraceFor
 }
 
+// For is the least time from the first failure before one is a refusal,
+// as it is in force now; zero for a nil DryRunGrace, which never lets a
+// dry run count as refused.
+func (g *DryRunGrace) For() time.Duration {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.graceFor()
+}
+
 // SetFor sets the least time from the first failure before one is a
 // refusal, for the integration tests that cannot wait GraceFor; zero is
 // GraceFor again.

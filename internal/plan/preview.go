@@ -394,10 +394,12 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			in.Grace.Passed(in.Addon, key)
 		}
 		var refusal string
+		var first time.Time
 		if transient {
+			var lasted bool
 			gk := GraceKey(key, webhook)
 			failing[gk] = true
-			first, lasted := in.Grace.Lasted(in.Addon, gk, in.Now)
+			first, lasted = in.Grace.Lasted(in.Addon, gk, in.Now)
 			refusal = graceRefusal(first, lasted, gk != key, ranOut)
 			ranOut = ranOut || lasted
 		}
@@ -419,7 +421,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// own. A webhook this render registers stays the object's
 			// error at once: the add-on's own webhook of an earlier wave
 			// is waited for on it.
-			return out, &DryRunError{Ref: ref, Message: RedactAPIError(obj, err), Err: err}
+			return out, &DryRunError{Ref: ref, Message: RedactAPIError(obj, err), Err: err, First: first, Grace: in.Grace.For()}
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
@@ -603,6 +605,11 @@ type DryRunError struct {
 	Message string
 	// Err is the dry run's error.
 	Err error
+	// First is when the dry run's failures began, and Grace how long
+	// they must last before they count as the object's refusal
+	// (DryRunGrace.For); zero when nothing counts them.
+	First time.Time
+	Grace time.Duration
 }
 
 func (e *DryRunError) Error() string {
@@ -630,8 +637,35 @@ func (e *DryRunError) Retrying() string {
 	default:
 		why = "the API server could not take the dry run of " + what + " for a moment"
 	}
+	if e.Grace <= 0 {
+		return why + "; retrying with backoff: " + e.Message
+	}
+	until := ""
+	if !e.First.IsZero() {
+		// NOTE: the time the grace ends, not what is left of it, so that
+		// the status stays as it is from one look to the next.
+		until = ", since " + e.First.UTC().Format(time.RFC3339) + ", so not before " + e.First.Add(e.Grace).UTC().Format(time.RFC3339)
+	}
 	return why + "; retrying with backoff (it counts as the object's refusal only once it has failed so on " +
-		strconv.Itoa(GraceTries) + " looks in a row and for " + strconv.Itoa(int(GraceFor/time.Minute)) + " minutes): " + e.Message
+		strconv.Itoa(GraceTries) + " looks in a row and for " + spokenDuration(e.Grace) + until + "): " + e.Message
+}
+
+// spokenDuration says d as a person would: in whole minutes or seconds
+// when it is one, as time.Duration says it otherwise.
+func spokenDuration(d time.Duration) string {
+	unit := func(n int64, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.FormatInt(n, 10) + " " + one + "s"
+	}
+	switch {
+	case d%time.Minute == 0:
+		return unit(int64(d/time.Minute), "minute")
+	case d%time.Second == 0:
+		return unit(int64(d/time.Second), "second")
+	}
+	return d.String()
 }
 
 // RedactAPIError keeps the API server's message, except for Secrets, whose
