@@ -1316,6 +1316,8 @@ type ChartCheck struct {
 	// schemas holds the schemas compiled for the chart, by the spec.values
 	// (as given) they were resolved for.
 	schemas map[string]*values.Schema
+	// compiles counts the schemas compiled (Compiles).
+	compiles int
 	// layers reads the valuesFrom layers composed over spec.values
 	// (Layers), once, into from.
 	layers func(context.Context) []values.Layer
@@ -1341,6 +1343,10 @@ func (c *ChartCheck) fromLayers(ctx context.Context) []values.Layer {
 	}
 	return c.from
 }
+
+// Compiles is how many times c compiled the chart's schema: once for a
+// write whose checks read the same values.
+func (c *ChartCheck) Compiles() int { return c.compiles }
 
 // NewChartCheck returns a ChartCheck that fetches with fetch.
 func NewChartCheck(fetch ChartFetch) *ChartCheck {
@@ -1392,6 +1398,7 @@ func (c *ChartCheck) SecretValuesChanged(ctx context.Context, spec capstanv1.Add
 	if !art.IsChart() {
 		return nil, nil, nil
 	}
+	c.compiles++
 	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: values.Sources{Spec: vals, From: c.fromLayers(ctx)}})
 	var inv *values.InvalidError
 	var found []capstanv1.ValuesError
@@ -1562,6 +1569,7 @@ func (c *ChartCheck) UnknownSecretInputs(ctx context.Context, spec capstanv1.Add
 			// controller says what is wrong with them.
 			_ = json.Unmarshal(spec.Values.Raw, &vals)
 		}
+		c.compiles++
 		if schema, err = values.SchemaFor(art.Chart.Chart, values.Sources{Spec: vals, From: c.fromLayers(ctx)}); err != nil {
 			return nil, err
 		}

@@ -103,6 +103,30 @@ type secretCheck struct {
 	// keeps what it fetched, so the check, its re-check and the warning
 	// of unknown secret inputs download the chart once.
 	fetcher *source.Fetcher
+	// chart is the command's ChartCheck over fetcher, made once by
+	// chartCheckFor: the values check and the warning of unknown secret
+	// inputs take the schema it compiled once.
+	chart *addons.ChartCheck
+}
+
+// newChartCheck makes a command's ChartCheck; a test replaces it to count
+// the schemas compiled.
+var newChartCheck = addons.NewChartCheck
+
+// chartCheckFor returns the command's ChartCheck for cfg, made on first
+// use.
+func (s *secretCheck) chartCheckFor(cfg *rest.Config) (*addons.ChartCheck, error) {
+	if s.chart != nil {
+		return s.chart, nil
+	}
+	fetcher, err := s.fetcherFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.chart = newChartCheck(func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return fetcher.Fetch(ctx, spec, nil)
+	})
+	return s.chart, nil
 }
 
 // fetcherFor returns the command's chart fetcher for cfg, made on first
@@ -148,11 +172,12 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	if spec.Chart == nil || spec.Values == nil {
 		return nil
 	}
-	fetcher, err := s.fetcherFor(cfg)
+	check, err := s.chartCheckFor(cfg)
 	if err != nil {
 		return err
 	}
-	paths, err := addons.SecretValues(cmd.Context(), fetcher, spec)
+	// NOTE: with no values before, none is held: every one is set.
+	paths, _, err := check.SecretValuesChanged(cmd.Context(), spec, nil)
 	// NOTE: values that break a rule of their own (more secret values
 	// than Capstan hides) still come with the writeOnly paths, refused
 	// below; the rest is said, and the controller Blocks the Addon.
@@ -202,18 +227,17 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 // warnUnknown says on stderr which secret inputs the chart of spec has no
 // place for (addons.UnknownSecretInputs): a misspelt path is stored and
 // then never read, and the chart renders its default instead. The chart
-// comes from the fetcher check fetched it with, not downloaded again. A
-// chart that cannot be fetched is said on stderr too; nothing is refused.
+// and its schema come from the ChartCheck check used, not fetched or
+// compiled again. A chart that cannot be fetched is said on stderr too;
+// nothing is refused.
 func (s *secretCheck) warnUnknown(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec, inputs map[string]string) {
 	if spec.Chart == nil || len(inputs) == 0 {
 		return
 	}
-	fetcher, err := s.fetcherFor(cfg)
+	check, err := s.chartCheckFor(cfg)
 	if err == nil {
 		var msgs []string
-		msgs, err = addons.UnknownSecretInputs(cmd.Context(), func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-			return fetcher.Fetch(ctx, spec, nil)
-		}, spec, inputs)
+		msgs, err = check.UnknownSecretInputs(cmd.Context(), spec, inputs)
 		for _, m := range msgs {
 			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: %s\n", key, m)
 		}

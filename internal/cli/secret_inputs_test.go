@@ -658,8 +658,24 @@ func TestUnknownSecretInputsAreWarnedOf(t *testing.T) {
 // TestSecretInputChecksDownloadTheChartOnce: add and edit with values and
 // --secret-input check the values for secret inputs and warn of unknown
 // secret inputs with one fetcher, whose cache serves the second: the
-// chart is downloaded once a command, not once a check.
+// chart is downloaded once a command, not once a check, and its schema
+// compiled once, the warning taking the one the check compiled.
 func TestSecretInputChecksDownloadTheChartOnce(t *testing.T) {
+	var checks []*addons.ChartCheck
+	defer func(orig func(addons.ChartFetch) *addons.ChartCheck) { newChartCheck = orig }(newChartCheck)
+	newChartCheck = func(fetch addons.ChartFetch) *addons.ChartCheck {
+		c := addons.NewChartCheck(fetch)
+		checks = append(checks, c)
+		return c
+	}
+	compiles := func() int {
+		n := 0
+		for _, c := range checks {
+			n += c.Compiles()
+		}
+		checks = nil
+		return n
+	}
 	cluster, c := apiServer(t)
 	ns := testNamespace(t, c)
 	archive, err := testcontroller.ChartArchive("blog", writeOnlyChart)
@@ -692,6 +708,9 @@ func TestSecretInputChecksDownloadTheChartOnce(t *testing.T) {
 	if n := fetches.Swap(0); n != 1 {
 		t.Errorf("add downloaded the chart %d times; want once", n)
 	}
+	if n := compiles(); n != 1 {
+		t.Errorf("add compiled the chart's schema %d times; want once", n)
+	}
 	out, err = capstan(t, cluster, append([]string{"addon", "edit", "blog", "-n", ns, "--set", "replicas=3", "--secret-input", "auth.pasword=@" + pw}, fetch...)...)
 	if err != nil {
 		t.Fatalf("edit --set with --secret-input: %v\n%s", err, out)
@@ -701,5 +720,8 @@ func TestSecretInputChecksDownloadTheChartOnce(t *testing.T) {
 	}
 	if n := fetches.Load(); n != 1 {
 		t.Errorf("edit downloaded the chart %d times; want once", n)
+	}
+	if n := compiles(); n != 1 {
+		t.Errorf("edit compiled the chart's schema %d times; want once", n)
 	}
 }
