@@ -98,6 +98,15 @@ func decide(f findings, stage string, err error) outcome {
 		// the plan records it as the object's refusal (DryRunFailed).
 		return outcome{Phase: capstanv1.PhaseProgressing, Reason: ReasonDryRunRetrying, Message: retried.Retrying()}
 	}
+	var applyRetried *applyRetry
+	if errors.As(err, &applyRetried) && classify(err) == classTransient {
+		// NOTE: as a dry run's: an apply the API server could not take
+		// for a moment (a webhook whose pod restarts since the dry run
+		// passed) is Progressing within its grace, and the failure it
+		// is (ApplyFailed) once the grace ends. err's message is the
+		// masked one.
+		return outcome{Phase: capstanv1.PhaseProgressing, Reason: ReasonApplyRetrying, Message: applyRetried.retrying(err.Error())}
+	}
 	if err != nil {
 		reason := "Failed"
 		if stage != "" {
@@ -201,6 +210,13 @@ const ReasonWaitingForDependents = "WaitingForDependents"
 // or 503, a webhook it could not call): it is retried with backoff, and is
 // DryRunFailed only once it has gone on failing for its grace.
 const ReasonDryRunRetrying = "DryRunRetrying"
+
+// ReasonApplyRetrying is the Reconciling reason of an add-on whose apply
+// the API server could not take for a moment, although its dry run
+// passed (a webhook it could not call, a timeout, a 429, a 500 or 503):
+// it is retried with backoff, and is ApplyFailed only once it has gone on
+// failing for its grace (plan.DryRunGrace, plan.ApplyGraceKey).
+const ReasonApplyRetrying = "ApplyRetrying"
 
 // reasonUninstalling is the Reconciling reason while the uninstall runs,
 // or waits for what a wave deleted to be gone.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,8 +200,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		return true, nil
 	}
 	if err != nil {
-		return false, r.syncFailed(ctx, s, err)
+		return false, r.syncFailed(ctx, s, r.applyGrace(s, err, time.Now()))
 	}
+	r.dryRunGrace.Applied(s.addon)
 	dropPending(&s.addon.Status)
 	s.addon.Status.SyncFailHooks = nil
 	if h := s.addon.Status.Hook; h != nil && h.Event != render.TestEvent {
@@ -501,4 +504,62 @@ func (r *AddonReconciler) cleanUpBeforeHooks(ctx context.Context, s *scope, pre,
 // (no hand-over, no claim), and they stay when the rule goes.
 func keepsOwners(s *scope, obj *unstructured.Unstructured) bool {
 	return len(ignore.Paths(s.addon.Spec.Ignore, obj)) > 0
+}
+
+// applyGrace is err, the apply's, as an applyRetry while the API server's
+// failure to take it lasts less than its grace (plan.DryRunGrace, under
+// plan.ApplyGraceKey): a webhook it failed to call (one the render does
+// not register, as for a dry run), a timeout, a 429, a 500 or 503, or a
+// connection lost. Any other error, a hook's among them (hooks.Transient
+// judges those), or one that has lasted, is returned as it is: a refusal
+// (a 4xx, a webhook that answered and denied) fails at once, as before.
+//
+// NOTE: the request's own deadline or a wait that timed out is Capstan's,
+// not the API server's, and is no such moment.
+func (r *AddonReconciler) applyGrace(s *scope, err error, now time.Time) error {
+	if !applyMoment(err) {
+		return err
+	}
+	webhook := apply.FailedWebhook(err)
+	if webhook != "" && apply.Webhooks(s.objects)[webhook] {
+		return err
+	}
+	first, lasted := r.dryRunGrace.Lasted(s.addon, plan.ApplyGraceKey(webhook), now)
+	switch {
+	case lasted && first.IsZero():
+		return fmt.Errorf("%w (the controller remembers too many other requests failing so to give this apply time)", err)
+	case lasted:
+		return fmt.Errorf("%w (the API server has failed the apply so since %s, on %d looks or more)", err, first.UTC().Format(time.RFC3339), plan.GraceTries)
+	}
+	return &applyRetry{err: err}
+}
+
+// applyMoment reports whether err, an apply's, is one the API server
+// answers for a moment (apply.ServerBusy) or a connection lost on the way
+// to it, and no hook's.
+//
+// NOTE: a context's error is a net.Error too; one that ended is the
+// reconcile's deadline or a wait of Capstan's, no moment of the API
+// server's.
+func applyMoment(err error) bool {
+	var netErr net.Error
+	if hooks.IsHookError(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	return apply.ServerBusy(err) || errors.As(err, &netErr)
+}
+
+// applyRetry is an apply the API server could not take for a moment,
+// within its grace (applyGrace): the add-on is Progressing
+// (ReasonApplyRetrying), and the apply is retried with backoff.
+type applyRetry struct{ err error }
+
+func (e *applyRetry) Error() string { return e.err.Error() }
+func (e *applyRetry) Unwrap() error { return e.err }
+
+// retrying is the status message of the retried apply, whose error's
+// message, masked, is msg.
+func (e *applyRetry) retrying(msg string) string {
+	return plan.RetryingWhy(e.err, "apply") + "; retrying with backoff (it counts as a failure only once it has failed so on " +
+		strconv.Itoa(plan.GraceTries) + " looks in a row and for " + strconv.Itoa(int(plan.GraceFor/time.Minute)) + " minutes): " + msg
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,8 @@ const (
 )
 
 // DryRunGrace remembers, per add-on and object (or webhook, GraceKey),
-// the dry runs the API server could not take for a moment, so that one that goes on failing
+// the dry runs, the preview's reads and the applies (ApplyGraceKey) the
+// API server could not take for a moment, so that one that goes on failing
 // is taken for the refusal it is. The API server answers some refusals of
 // a server-side apply with a bare 500 (a list with two entries of one
 // key, a field its schema does not declare, a conversion webhook that is
@@ -84,6 +86,19 @@ func GraceKey(key, webhook string) string {
 		return "webhook " + webhook
 	}
 	return key
+}
+
+// applyPrefix begins the keys of ApplyGraceKey.
+const applyPrefix = "apply "
+
+// ApplyGraceKey is what an apply the API server could not take for a
+// moment is counted under: the admission webhook it failed to call
+// (webhook, as apply.FailedWebhook names it), or the add-on's apply as a
+// whole (webhook ""). Apart from the dry runs' keys: a preview that
+// reached every object (Keep) does not end an apply's count, since the
+// preview before every apply passes; an apply that does (Applied) does.
+func ApplyGraceKey(webhook string) string {
+	return applyPrefix + GraceKey("", webhook)
 }
 
 // Lasted records that the dry run counted under key (GraceKey) failed so
@@ -163,6 +178,7 @@ func (g *DryRunGrace) sweep(now time.Time) {
 // preview that reached every object calls it with the ones that failed on
 // it, so a failure that did not recur on a whole look is not "in a row"
 // with the next, and an object gone from the render is not remembered.
+// The apply's failures (ApplyGraceKey) stay: Applied forgets them.
 func (g *DryRunGrace) Keep(addon *capstanv1.Addon, keys map[string]bool) {
 	if g == nil {
 		return
@@ -171,7 +187,23 @@ func (g *DryRunGrace) Keep(addon *capstanv1.Addon, keys map[string]bool) {
 	defer g.mu.Unlock()
 	name := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	for k := range g.failed {
-		if k.addon == name && !keys[k.object] {
+		if k.addon == name && !keys[k.object] && !strings.HasPrefix(k.object, applyPrefix) {
+			delete(g.failed, k)
+		}
+	}
+}
+
+// Applied forgets the failures of the add-on's apply (ApplyGraceKey): it
+// went through.
+func (g *DryRunGrace) Applied(addon *capstanv1.Addon) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	name := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
+	for k := range g.failed {
+		if k.addon == name && strings.HasPrefix(k.object, applyPrefix) {
 			delete(g.failed, k)
 		}
 	}

@@ -286,7 +286,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		if !ok {
 			var err error
 			if live, err = c.Get(ctx, capstanv1.RefOf(obj)); err != nil {
-				return out, fmt.Errorf("reading %s: %w", key, err)
+				return out, in.readFailed(capstanv1.RefOf(obj), err)
 			}
 			listed[key] = live
 		}
@@ -320,7 +320,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			var err error
 			live, err = c.Get(ctx, ref)
 			if err != nil && !apimeta.IsNoMatchError(err) {
-				return out, fmt.Errorf("reading %s: %w", key, err)
+				return out, in.readFailed(ref, err)
 			}
 		}
 		out.Live[key] = live
@@ -502,6 +502,27 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 	return out, nil
 }
 
+// readFailed is the error of the preview's read of ref that failed with
+// err. A read the API server could not take for a moment (apply.Transient)
+// gets the grace a dry run does, counted under the object's key (GraceKey)
+// with its dry run's failures: within it, a DryRunError to retry (Read),
+// which is no failure of the add-on; once it has lasted, or with no
+// Grace, or for any other error, the read's error as it is.
+func (in PreviewInput) readFailed(ref capstanv1.ObjectRef, err error) error {
+	failed := fmt.Errorf("reading %s: %w", ref.Key(), err)
+	if in.Grace == nil || !apply.Transient(err) {
+		return failed
+	}
+	first, lasted := in.Grace.Lasted(in.Addon, GraceKey(ref.Key(), ""), in.Now)
+	switch {
+	case lasted && first.IsZero():
+		return fmt.Errorf("%w (the controller remembers too many other requests failing so to give this one time)", failed)
+	case lasted:
+		return fmt.Errorf("%w (the API server has failed this read since %s, on %d looks or more)", failed, first.UTC().Format(time.RFC3339), GraceTries)
+	}
+	return &DryRunError{Ref: ref, Read: true, Message: err.Error(), Err: err, First: first, Grace: in.Grace.For()}
+}
+
 // graceRefusal says why a dry run the API server could not take is
 // recorded as the object's refusal, or "" when it is retried: lasted is
 // what DryRunGrace.Lasted answered (first being when the failures began),
@@ -595,12 +616,15 @@ func readLabelled(ctx context.Context, c Cluster, in PreviewInput, skip map[stri
 	return out
 }
 
-// DryRunError is a dry run the API server could not take for a moment
-// (apply.Transient): the preview stops, and the caller retries it. Its
+// DryRunError is a dry run, or a read of a live object (Read), that the
+// API server could not take for a moment (apply.Transient), within its
+// grace (DryRunGrace): the preview stops, and the caller retries it. Its
 // message is RedactAPIError's.
 type DryRunError struct {
-	// Ref is the object dry-run.
+	// Ref is the object dry-run, or read.
 	Ref capstanv1.ObjectRef
+	// Read says that the read of the live object failed, not its dry run.
+	Read bool
 	// Message is the API server's answer, withheld for a Secret.
 	Message string
 	// Err is the dry run's error.
@@ -613,7 +637,15 @@ type DryRunError struct {
 }
 
 func (e *DryRunError) Error() string {
-	return "the API server could not take the dry run of " + e.Ref.Describe() + ", which is tried again: " + e.Message
+	return "the API server could not take the " + e.request() + " of " + e.Ref.Describe() + ", which is tried again: " + e.Message
+}
+
+// request names what failed: the dry run, or the read.
+func (e *DryRunError) request() string {
+	if e.Read {
+		return "read"
+	}
+	return "dry run"
 }
 
 func (e *DryRunError) Unwrap() error { return e.Err }
@@ -622,21 +654,12 @@ func (e *DryRunError) Unwrap() error { return e.Err }
 // do for the dry run and that it is tried again: a moment the API server
 // could not take is no failure of the add-on until it lasts (DryRunGrace).
 func (e *DryRunError) Retrying() string {
-	var netErr net.Error
-	what := e.Ref.Describe()
-	var why string
-	switch webhook := apply.FailedWebhook(e.Err); {
-	case webhook != "":
-		why = "the API server could not call the admission webhook " + strconv.Quote(webhook) + " for the dry run of " + what
-	case apierrors.IsServerTimeout(e.Err), apierrors.IsTimeout(e.Err), errors.Is(e.Err, context.DeadlineExceeded):
-		why = "the API server did not answer the dry run of " + what + " in time"
-	case apierrors.IsTooManyRequests(e.Err):
-		why = "the API server asked for fewer requests (429) at the dry run of " + what
-	case errors.As(e.Err, &netErr), errors.Is(e.Err, context.Canceled):
-		why = "the API server could not be reached for the dry run of " + what
-	default:
-		why = "the API server could not take the dry run of " + what + " for a moment"
+	what := e.request() + " of " + e.Ref.Describe()
+	counts := "the object's refusal"
+	if e.Read {
+		counts = "a failure"
 	}
+	why := RetryingWhy(e.Err, what)
 	if e.Grace <= 0 {
 		return why + "; retrying with backoff: " + e.Message
 	}
@@ -646,7 +669,7 @@ func (e *DryRunError) Retrying() string {
 		// the status stays as it is from one look to the next.
 		until = ", since " + e.First.UTC().Format(time.RFC3339) + ", so not before " + e.First.Add(e.Grace).UTC().Format(time.RFC3339)
 	}
-	return why + "; retrying with backoff (it counts as the object's refusal only once it has failed so on " +
+	return why + "; retrying with backoff (it counts as " + counts + " only once it has failed so on " +
 		strconv.Itoa(GraceTries) + " looks in a row and for " + spokenDuration(e.Grace) + until + "): " + e.Message
 }
 
@@ -666,6 +689,24 @@ func spokenDuration(d time.Duration) string {
 		return unit(int64(d/time.Second), "second")
 	}
 	return d.String()
+}
+
+// RetryingWhy says what the API server could not do for what (a request
+// named with its object: "dry run of ConfigMap apps/settings") that failed
+// with err, which apply.Transient takes for a moment's.
+func RetryingWhy(err error, what string) string {
+	var netErr net.Error
+	switch webhook := apply.FailedWebhook(err); {
+	case webhook != "":
+		return "the API server could not call the admission webhook " + strconv.Quote(webhook) + " for the " + what
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), errors.Is(err, context.DeadlineExceeded):
+		return "the API server did not answer the " + what + " in time"
+	case apierrors.IsTooManyRequests(err):
+		return "the API server asked for fewer requests (429) at the " + what
+	case errors.As(err, &netErr), errors.Is(err, context.Canceled):
+		return "the API server could not be reached for the " + what
+	}
+	return "the API server could not take the " + what + " for a moment"
 }
 
 // RedactAPIError keeps the API server's message, except for Secrets, whose
