@@ -546,8 +546,8 @@ type DependencyReference struct {
 type RegistrationSource struct {
 	// URL is an http or https address of the manifest (JSON).
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="spec.registration.url must be an http:// or https:// URL"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.registration.url must not carry credentials (user:password@): the address is shown in status and on the page; serve the manifest without credentials"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.registration.url must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.registration.url must not carry credentials (user:password@; the address is not shown here): the address is shown in status and on the page; serve the manifest without credentials",reason=FieldValueForbidden
 	URL string `json:"url"`
 }
 
@@ -604,8 +604,10 @@ type Tile struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.oci) || has(self.version) || has(self.digest)",message="spec.chart.oci needs a version (a tag) or a digest"
 type ChartSource struct {
 	// Repo is an https chart repository, the folder that serves index.yaml.
+	// It carries no credentials: they go in the Secret named by secretRef.
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^https://`
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.chart.repo must be an https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.chart.repo must not carry credentials (user:password@ or a token@ before the host; the address is not shown here): every reader of the Addon would see them; put them in a Secret and name it in spec.chart.secretRef",reason=FieldValueForbidden
 	// +optional
 	Repo string `json:"repo,omitempty"`
 
@@ -616,14 +618,18 @@ type ChartSource struct {
 	Name string `json:"name,omitempty"`
 
 	// OCI is a chart in an OCI registry, such as oci://ghcr.io/org/charts/name.
+	// It carries no credentials: they go in the Secret named by secretRef.
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^oci://[^/]+/.+`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^oci://[^/]+/.+') || self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.chart.oci must be an OCI reference such as oci://registry.example.com/charts/name"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.chart.oci must not carry credentials (user:password@ or a token@ before the host; the address is not shown here): every reader of the Addon would see them; put them in a Secret and name it in spec.chart.secretRef",reason=FieldValueForbidden
 	// +optional
 	OCI string `json:"oci,omitempty"`
 
-	// URL is an https chart archive (.tgz).
+	// URL is an https chart archive (.tgz). It carries no credentials:
+	// they go in the Secret named by secretRef.
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^https://`
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.chart.url must be an https:// URL of a chart archive"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.chart.url must not carry credentials (user:password@ or a token@ before the host; the address is not shown here): every reader of the Addon would see them; put them in a Secret and name it in spec.chart.secretRef",reason=FieldValueForbidden
 	// +optional
 	URL string `json:"url,omitempty"`
 
@@ -705,10 +711,13 @@ type ProvenanceVerification struct {
 
 // GitSource is a folder of a git repository.
 type GitSource struct {
-	// URL is the repository: https://, ssh:// or git@host:path.
+	// URL is the repository: https://, ssh:// or git@host:path. A user
+	// name may be in it (git@, https://org@dev.azure.com/...), a password
+	// may not: it goes in the Secret named by secretRef.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('file://') || self.matches('^[A-Za-z0-9._-]+@[^:]+:.+$')",message="spec.git.url must be https://, ssh://, file:// or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('file://') || self.matches('^[A-Za-z0-9._-]+@[^:]+:.+$') || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*:[^/?#]*@') || self.matches('^[^/?#@:]+:[^/?#@]*@')",message="spec.git.url must be https://, ssh://, file:// or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*:[^/?#]*@') && !self.matches('^[^/?#@:]+:[^/?#@]*@')",message="spec.git.url must not carry a password (user:password@; the address is not shown here): every reader of the Addon would see it; put it in a Secret and name it in spec.git.secretRef",reason=FieldValueForbidden
 	URL string `json:"url"`
 
 	// Revision is a commit, a tag or a branch. Definitions from the gitops

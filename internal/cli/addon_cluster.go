@@ -484,6 +484,9 @@ func newAddonAddCommand() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := capstanv1.AddonSpec{TargetNamespace: target, ManualSync: manualSync}
+			if err := sourceCredentials(src, git); err != nil {
+				return err
+			}
 			switch {
 			case git.URL != "" && (src.URL != "" || src.Repo != "" || src.OCI != ""):
 				return errors.New("give one source: a chart (--chart-url, --repo with --chart, --oci) or --git")

@@ -35,12 +35,19 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 		{"registration-credentials", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "https://admin:s3cret@wiki.example/addon.json"}}, "spec.registration.url must not carry credentials"},
 		{"registration-token", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "http://token@wiki.example"}}, "spec.registration.url must not carry credentials"},
 		{"bad-substitute-kind", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Pod", Name: "x"}}}, "spec.substituteFrom[0].kind"},
+		{"repo-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://user:s3cr3t@charts.example/", Name: "web"}}, "spec.chart.repo must not carry credentials"},
+		{"url-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://user:s3cr3t@charts.example/web-1.0.0.tgz"}}, "spec.chart.url must not carry credentials"},
+		{"oci-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{OCI: "oci://user:s3cr3t@registry.example/charts/web", Version: "1"}}, "spec.chart.oci must not carry credentials"},
+		{"git-credentials", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: "https://user:s3cr3t@git.example/repo.git", Path: "web"}}, "spec.git.url must not carry a password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-" + tc.name}, Spec: tc.spec}
 			err := admin.Create(context.Background(), a)
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an Invalid error naming %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("the error shows the password: %v", err)
 			}
 		})
 	}
