@@ -349,9 +349,11 @@ type SubstituteReference struct {
 	// +kubebuilder:validation:Enum=Secret;ConfigMap
 	Kind string `json:"kind"`
 
-	// Name of the object, in the Addon's namespace.
+	// Name of the object, in the Addon's namespace: a Secret's or
+	// ConfigMap's name, lower case.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 
 	// Optional makes a missing object no error.
@@ -756,9 +758,11 @@ type ValuesReference struct {
 	// +kubebuilder:validation:Enum=Secret;ConfigMap
 	Kind string `json:"kind"`
 
-	// Name of the object, in the Addon's namespace.
+	// Name of the object, in the Addon's namespace: a Secret's or
+	// ConfigMap's name, lower case.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 
 	// ValuesKey is the key to read. Default values.yaml.

@@ -35,6 +35,8 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 		{"registration-credentials", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "https://admin:s3cret@wiki.example/addon.json"}}, "spec.registration.url must not carry credentials"},
 		{"registration-token", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "http://token@wiki.example"}}, "spec.registration.url must not carry credentials"},
 		{"bad-substitute-kind", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Pod", Name: "x"}}}, "spec.substituteFrom[0].kind"},
+		{"bad-values-name", capstanv1.AddonSpec{Chart: chart, ValuesFrom: []capstanv1.ValuesReference{{Kind: "Secret", Name: "Bad Name"}}}, "spec.valuesFrom[0].name"},
+		{"bad-substitute-name", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "ConfigMap", Name: "vars_prod"}}}, "spec.substituteFrom[0].name"},
 		{"repo-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://user:s3cr3t@charts.example/", Name: "web"}}, "spec.chart.repo must not carry credentials"},
 		{"url-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://user:s3cr3t@charts.example/web-1.0.0.tgz"}}, "spec.chart.url must not carry credentials"},
 		{"oci-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{OCI: "oci://user:s3cr3t@registry.example/charts/web", Version: "1"}}, "spec.chart.oci must not carry credentials"},
