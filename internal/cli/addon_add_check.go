@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/spf13/cobra"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/server/body"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -15,8 +19,10 @@ var (
 	// addresses and spec.git.url refuse: anything before an @ in the host
 	// of a chart's address, and a user:password in a git URL, of the
 	// scheme form or of the user@host:path one.
-	userInfo  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@`)
-	passwords = []*regexp.Regexp{
+	userInfo = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@`)
+	// chartDigest is the CRD's pattern of spec.chart.digest.
+	chartDigest = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	passwords   = []*regexp.Regexp{
 		regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*:[^/?#]*@`),
 		regexp.MustCompile(`^[^/?#@:]+:[^/?#@]*@`),
 	}
@@ -46,6 +52,44 @@ func sourceCredentials(src capstanv1.ChartSource, git capstanv1.GitSource) error
 	}
 	if ep, err := transport.NewEndpoint(git.URL); err == nil && source.HoldsCredentials(ep) {
 		return fmt.Errorf(why, "--git", "spec.git.secretRef")
+	}
+	return nil
+}
+
+// addName refuses a name the API would refuse for an Addon, before the
+// chart is fetched to check the values: the API's own check.
+func addName(name string) error {
+	if errs := body.NameProblems(name); len(errs) > 0 {
+		return fmt.Errorf("addon %q: %s; give another NAME", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// chartFlags refuses, by the flags' names and before the chart is fetched,
+// the chart flags that the CRD's rules on spec.chart would refuse as spec:
+// one chart source, --chart with --repo only, no --version with an
+// archive, a tag or digest for --oci, and a digest of the form it takes.
+func chartFlags(cmd *cobra.Command, src capstanv1.ChartSource) error {
+	given := cmd.Flags().Changed
+	var sources []string
+	for _, name := range []string{"repo", "oci", "chart-url"} {
+		if given(name) {
+			sources = append(sources, "--"+name)
+		}
+	}
+	switch {
+	case len(sources) > 1:
+		return fmt.Errorf("%s: give one chart source, --chart-url, --repo with --chart, or --oci", strings.Join(sources, " and "))
+	case given("chart") && !given("repo"):
+		return errors.New("--chart names a chart in --repo: give --repo too, or leave --chart out (--oci and --chart-url name the chart themselves)")
+	case given("repo") && !given("chart"):
+		return errors.New("--repo needs --chart, the chart's name in the repository")
+	case given("chart-url") && given("version"):
+		return errors.New("--version does not go with --chart-url: the archive is the version; leave --version out")
+	case given("oci") && src.Version == "" && src.Digest == "":
+		return errors.New("--oci needs --version (a tag) or --digest")
+	case given("digest") && !chartDigest.MatchString(src.Digest):
+		return errors.New("--digest must be sha256: and 64 lower-case hex digits")
 	}
 	return nil
 }

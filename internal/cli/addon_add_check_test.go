@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,10 +47,15 @@ func countingServer(t *testing.T) (chartURL, kubeconfig string, fetch []string, 
 
 // addRefusedBeforeAnyRequest runs capstan addon add with values, so that
 // the chart would be fetched to check them, and wants it refused with
-// want in the error, not hide in it, and no request made.
+// want in the error, not hide in it, and no request made. CHART in args
+// stands for the counting server's chart archive.
 func addRefusedBeforeAnyRequest(t *testing.T, args []string, want, hide string) {
 	t.Helper()
-	_, kubeconfig, fetch, requests := countingServer(t)
+	chartURL, kubeconfig, fetch, requests := countingServer(t)
+	args = slices.Clone(args)
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "CHART", chartURL)
+	}
 	root := NewRootCommand()
 	var out bytes.Buffer
 	root.SetOut(&out)
@@ -126,5 +132,35 @@ func TestAddCountingServerSeesAGoodAdd(t *testing.T) {
 	_ = root.ExecuteContext(t.Context())
 	if requests.Load() == 0 {
 		t.Fatalf("a good add made no request\n%s", out.String())
+	}
+}
+
+// TestAddRefusesBadNamesAndChartFlagsBeforeAnyRequest: with values to
+// check, capstan addon add fetches the chart first; a name the API
+// refuses, chart flags the CRD refuses, or a secret input at no
+// targetPath is refused by the flag's name before that fetch, not after a
+// download and in spec terms.
+func TestAddRefusesBadNamesAndChartFlagsBeforeAnyRequest(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("hunter2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"Bad_Name", "--chart-url", "CHART"}, `addon "Bad_Name"`},
+		{[]string{strings.Repeat("a", 60), "--chart-url", "CHART"}, "at most 53 characters"},
+		{[]string{"blog", "--oci", "oci://127.0.0.1/charts/blog", "--version", "1.0.0", "--repo", "https://127.0.0.1/charts", "--chart", "blog"}, "--repo and --oci: give one chart source"},
+		{[]string{"blog", "--oci", "oci://127.0.0.1/charts/blog", "--version", "1.0.0", "--chart-url", "CHART"}, "--oci and --chart-url: give one chart source"},
+		{[]string{"blog", "--repo", "https://127.0.0.1/charts", "--chart-url", "CHART"}, "--repo and --chart-url: give one chart source"},
+		{[]string{"blog", "--chart-url", "CHART", "--chart", "blog"}, "--chart names a chart in --repo"},
+		{[]string{"blog", "--repo", "https://127.0.0.1/charts"}, "--repo needs --chart"},
+		{[]string{"blog", "--chart-url", "CHART", "--version", "1.0.0"}, "--version does not go with --chart-url"},
+		{[]string{"blog", "--oci", "oci://127.0.0.1/charts/blog"}, "--oci needs --version (a tag) or --digest"},
+		{[]string{"blog", "--chart-url", "CHART", "--digest", "md5:abc"}, "--digest must be sha256:"},
+		{[]string{"blog", "--chart-url", "CHART", "--secret-input", "a[=@" + pw}, `--secret-input "a["=@...`},
+	} {
+		addRefusedBeforeAnyRequest(t, tc.args, tc.want, "hunter2")
 	}
 }

@@ -73,6 +73,9 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 			}
 			return nil, nil, fmt.Errorf("--secret-input %s: write path=@file, such as auth.password=@password.txt, so that a secret never stands in a command line (the argument is not shown: it may be the secret itself)", which)
 		}
+		if _, err := addonvalues.PathSegments(path); err != nil {
+			return nil, nil, fmt.Errorf("--secret-input %q=@...: %v: name the value as a targetPath, such as auth.password or users[0].password", path, err)
+		}
 		data, why := readSecretInputFile(file)
 		if why != "" {
 			return nil, nil, fmt.Errorf("--secret-input %s=@...: %s (the file's name is not shown: it may be the secret itself); give the path of a file that holds the value", path, why)
@@ -484,6 +487,9 @@ func newAddonAddCommand() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := capstanv1.AddonSpec{TargetNamespace: target, ManualSync: manualSync}
+			if err := addName(args[0]); err != nil {
+				return err
+			}
 			if err := sourceCredentials(src, git); err != nil {
 				return err
 			}
@@ -503,6 +509,9 @@ func newAddonAddCommand() *cobra.Command {
 				spec.Git = &git
 			case src.URL != "" || src.Repo != "" || src.OCI != "":
 				if err := onlyWith(cmd, "a chart source", "path", "revision"); err != nil {
+					return err
+				}
+				if err := chartFlags(cmd, src); err != nil {
 					return err
 				}
 				spec.Chart = &src
