@@ -193,6 +193,8 @@ func TestRenderFailsWhereHelmFails(t *testing.T) {
 			args: []string{"s", charts + "/secured", "--set", "mode=broken,auth.password=" + secret}, noSecret: true},
 		{name: "chart needs a newer cluster", want: "requires Kubernetes >=1.25.0-0",
 			args: []string{"c", charts + "/caps", "--kube-version", "v1.24.0"}},
+		{name: "chart apiVersion v3", want: `chart apiv3 has Chart.yaml apiVersion "v3", which Helm 4 cannot install`,
+			args: []string{"a", charts + "/apiv3"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

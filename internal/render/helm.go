@@ -70,6 +70,16 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 	if t := ch.Metadata.Type; t != "" && t != "application" {
 		return nil, fmt.Errorf("render: chart %s is a %s chart, which cannot be installed: render the chart that depends on it", ch.Name(), t)
 	}
+	// NOTE: Helm 4's install and upgrade take only charts of API v1 and
+	// v2; its loader reads a v3 chart (still experimental) into another
+	// type and refuses any other. Helm's v2 loader, which Capstan uses,
+	// reads any apiVersion as v2, and an empty one as v1.
+	switch v := ch.Metadata.APIVersion; v {
+	case "", chartv2.APIVersionV1, chartv2.APIVersionV2:
+	default:
+		return nil, fmt.Errorf("render: chart %s has Chart.yaml apiVersion %q, which Helm 4 cannot install (only %s and %s): use a chart of apiVersion %s",
+			ch.Name(), v, chartv2.APIVersionV1, chartv2.APIVersionV2, chartv2.APIVersionV2)
+	}
 	caps, err := opts.Capabilities.helm()
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)

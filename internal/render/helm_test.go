@@ -408,6 +408,11 @@ func TestHelmRefusals(t *testing.T) {
 		t.Fatal("the umbrella chart has no cache dependency")
 	}
 	missing.SetDependencies(kept...)
+	// NOTE: Helm's v2 loader reads a chart of any apiVersion; Helm 4's own
+	// loader refuses one it does not know (v9) and reads v3 into a type
+	// that its install does not take.
+	apiV9 := loadChart(t, "apiv3")
+	apiV9.Metadata.APIVersion = "v9"
 	cases := []struct {
 		name  string
 		chart *chartv2.Chart
@@ -422,6 +427,9 @@ func TestHelmRefusals(t *testing.T) {
 		{name: "bad kube version", chart: loadChart(t, "web"),
 			opts: Options{ReleaseName: "x", Namespace: "x", Capabilities: &Capabilities{KubeVersion: "one.two"}}, want: "not a version"},
 		{name: "missing dependency", chart: missing, opts: Options{ReleaseName: "x", Namespace: "x"}, want: "not in its charts/ folder: cache"},
+		{name: "chart apiVersion v3", chart: loadChart(t, "apiv3"), opts: Options{ReleaseName: "x", Namespace: "x"},
+			want: `chart apiv3 has Chart.yaml apiVersion "v3", which Helm 4 cannot install (only v1 and v2): use a chart of apiVersion v2`},
+		{name: "chart apiVersion v9", chart: apiV9, opts: Options{ReleaseName: "x", Namespace: "x"}, want: `apiVersion "v9", which Helm 4 cannot install`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
