@@ -34,8 +34,8 @@ type TemplateError struct {
 	Message string
 	// Problem is what Capstan found wrong in a "yaml" stage document, in
 	// its own words, naming the object and a key but no value: a label
-	// that is not a string. Empty when there is nothing to say but the
-	// place.
+	// that is not a string, or a document with no kind. Empty when there
+	// is nothing to say but the place.
 	Problem string
 }
 
@@ -121,11 +121,16 @@ func redactTemplateError(err error, templates map[string]bool) *TemplateError {
 }
 
 // yamlError is a rendered document that is not valid YAML or not an object:
-// it keeps the template, the document and the parser's line, nothing else.
+// it keeps the template, the document and the parser's line, and for a
+// document that is not an object, what it lacks (a notObjectError, which
+// quotes no value); nothing else.
 func yamlError(template string, document int, err error) *TemplateError {
 	te := &TemplateError{Stage: "yaml", Template: template, Document: document}
 	if m := yamlLinePattern.FindStringSubmatch(err.Error()); m != nil {
 		te.Line, _ = strconv.Atoi(m[1])
+	}
+	if no, ok := errors.AsType[*notObjectError](err); ok {
+		te.Problem = no.problem
 	}
 	return te
 }

@@ -320,6 +320,62 @@ func TestTemplateErrorsAreRedacted(t *testing.T) {
 	}
 }
 
+// TestNotAnObjectSaysWhatIsMissing renders documents that are YAML but not
+// Kubernetes objects: the error names the template, the document and what
+// the document lacks or is, and quotes none of its values.
+func TestNotAnObjectSaysWhatIsMissing(t *testing.T) {
+	const secret = "hunter2-do-not-print"
+	const ok = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\n---\n"
+	inline := func(tpl string) *chartv2.Chart {
+		return &chartv2.Chart{
+			Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "inline", Version: "0.1.0"},
+			Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(ok + tpl)}},
+		}
+	}
+	values := map[string]any{"t": secret, "n": 5}
+	for _, tc := range []struct{ name, tpl, want string }{
+		{"an empty map", "{{- if true }}\n{}\n{{- end }}\n", "the document has no apiVersion and no kind"},
+		{"no apiVersion", "kind: ConfigMap\nmetadata:\n  name: {{ .Values.t }}\n", "the document has no apiVersion:"},
+		{"no kind", "apiVersion: v1\nmetadata:\n  name: {{ .Values.t }}\n", "the document has no kind:"},
+		{"a kind that is a number", "apiVersion: v1\nkind: {{ .Values.n }}\nmetadata:\n  name: {{ .Values.t }}\n", "the document has a kind that is not a string:"},
+		{"an empty apiVersion", "apiVersion: \"\"\nkind: ConfigMap\n", "the document has an empty apiVersion:"},
+		{"a list", "- {{ .Values.t }}\n- b\n", "the document is a list, not an object"},
+		{"a string", "{{ .Values.t }}\n", "the document is a string, not an object"},
+		{"a List item that is a string", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n- {{ .Values.t }}\n",
+			"item 2 of the List is a string, not an object"},
+		{"a List item without apiVersion", "apiVersion: v1\nkind: List\nitems:\n- kind: ConfigMap\n  metadata:\n    name: {{ .Values.t }}\n",
+			"item 1 of the List has no apiVersion:"},
+	} {
+		for _, sandbox := range []*Sandbox{nil, sharedSandbox(t)} {
+			name := tc.name
+			if sandbox != nil {
+				name += " (sandbox)"
+			}
+			t.Run(name, func(t *testing.T) {
+				opts := Options{ReleaseName: "s", Namespace: "secure", Capabilities: testCaps, Sandbox: sandbox}
+				_, err := Helm(context.Background(), inline(tc.tpl), values, opts)
+				var te *TemplateError
+				if !errors.As(err, &te) {
+					t.Fatalf("error is %T (%v), want a *TemplateError", err, err)
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("the error carries the secret: %v", err)
+				}
+				if te.Stage != "yaml" || te.Template != "inline/templates/cm.yaml" || te.Document != 2 {
+					t.Errorf("error = stage %q, %s document %d; want stage yaml, inline/templates/cm.yaml document 2 (%v)", te.Stage, te.Template, te.Document, err)
+				}
+				if !strings.HasPrefix(te.Problem, tc.want) {
+					t.Errorf("problem = %q, want one that starts %q", te.Problem, tc.want)
+				}
+				want := "render: template's output is not a valid Kubernetes object in inline/templates/cm.yaml (document 2): " + te.Problem
+				if err.Error() != want || strings.Contains(err.Error(), "withheld") {
+					t.Errorf("error = %q\nwant    %q", err, want)
+				}
+			})
+		}
+	}
+}
+
 // TestTemplateErrorsKeepTheChartsMessage renders charts whose required and
 // fail calls quote a secret: with a Mask, the error carries the chart's own
 // message with the secret hidden; without one, no message at all; and

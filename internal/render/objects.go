@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,8 +17,77 @@ import (
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 )
 
-// errNotObject is a document that is YAML but not a Kubernetes object.
+// errNotObject is a document that is YAML but not a Kubernetes object,
+// for a reason notObject cannot name.
 var errNotObject = errors.New("document has no apiVersion or kind")
+
+// notObjectError is a document that is YAML but not a Kubernetes object,
+// with what is wrong in Capstan's own words: the key that is missing, or
+// the shape of the document. It quotes nothing of the document, so it can
+// be shown where a rendered value must not be.
+type notObjectError struct{ problem string }
+
+func (e *notObjectError) Error() string { return e.problem }
+
+// notObject says why the JSON document j, which did not decode as a
+// Kubernetes object, is not one. It falls back to errNotObject when it
+// finds nothing to name.
+func notObject(j []byte) error {
+	var v any
+	if err := json.Unmarshal(j, &v); err != nil {
+		return errNotObject
+	}
+	return notObjectValue(v, 0)
+}
+
+// notListItems says which item of the List document j is not an object,
+// when the List did not decode.
+func notListItems(j []byte) error {
+	var list struct {
+		Items []any `json:"items"`
+	}
+	if err := json.Unmarshal(j, &list); err != nil {
+		return errNotObject
+	}
+	for i, item := range list.Items {
+		if _, ok := item.(map[string]any); !ok {
+			return notObjectValue(item, i+1)
+		}
+	}
+	return errNotObject
+}
+
+// notObjectValue says why v, a decoded document or, when item is above 0,
+// the 1-based item of a List, is not a Kubernetes object.
+func notObjectValue(v any, item int) error {
+	what := "the document"
+	if item > 0 {
+		what = fmt.Sprintf("item %d of the List", item)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		shape := "null"
+		if v != nil {
+			shape = kindOfValue(v)
+		}
+		return &notObjectError{fmt.Sprintf("%s is %s, not an object: each document must be one Kubernetes object with apiVersion and kind", what, shape)}
+	}
+	var missing []string
+	for _, key := range []string{"apiVersion", "kind"} {
+		switch s, isString := obj[key].(string); {
+		case obj[key] == nil:
+			missing = append(missing, "no "+key)
+		case !isString:
+			missing = append(missing, "a "+key+" that is not a string")
+		case s == "":
+			missing = append(missing, "an empty "+key)
+		}
+	}
+	if len(missing) == 0 {
+		return errNotObject
+	}
+	return &notObjectError{fmt.Sprintf("%s has %s: a Kubernetes object needs both apiVersion and kind", what, strings.Join(missing, " and "))}
+}
 
 // documentCacheSize bounds the decoded-document cache: enough for a warm
 // render of a chart of a thousand objects, or for the resyncs of about a
@@ -188,27 +258,27 @@ func decodeListDocument(j []byte) (objs []*unstructured.Unstructured, head *unst
 		return nil, nil, nil
 	}
 	if j[0] != '{' {
-		return nil, nil, errNotObject
+		return nil, nil, notObject(j)
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(j); err != nil {
-		return nil, nil, errNotObject
+		return nil, nil, notObject(j)
 	}
 	if u.GetAPIVersion() == "" || u.GetKind() == "" {
-		return nil, nil, errNotObject
+		return nil, nil, notObject(j)
 	}
 	if !isList(u) {
 		return []*unstructured.Unstructured{u}, nil, nil
 	}
 	list := &unstructured.UnstructuredList{}
 	if err := list.UnmarshalJSON(j); err != nil {
-		return nil, nil, errNotObject
+		return nil, nil, notListItems(j)
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {
 		item := &list.Items[i]
 		if item.GetAPIVersion() == "" || item.GetKind() == "" {
-			return nil, nil, errNotObject
+			return nil, nil, notObjectValue(item.Object, i+1)
 		}
 		out = append(out, item)
 	}
