@@ -110,14 +110,19 @@ func hookNotices(hs []render.Hook) []capstanv1.Notice {
 
 // unknownPolicyNotice words the notice of a hook whose delete policies
 // name one that Helm (or, for a folder's hook, Argo CD) does not know,
-// such as the typo before-hook-creaton. Such a policy does nothing, and
+// such as the typo before-hook-creaton or an empty one (a chart that
+// templates the annotation from a value that is ""). Such a policy does nothing, and
 // as in Helm and Argo CD the default, before-hook-creation, applies only
 // when no policy is named: a hook with only the typo keeps the object of
 // its last run, which its next run applies over and may read as done.
 func unknownPolicyNotice(h render.Hook) (string, bool) {
 	var unknown []string
 	for _, p := range h.DeletePolicies {
-		if p != hooks.BeforeHookCreation && p != hooks.HookSucceeded && p != hooks.HookFailed {
+		switch p {
+		case hooks.BeforeHookCreation, hooks.HookSucceeded, hooks.HookFailed:
+		case "":
+			unknown = append(unknown, `"" (empty, such as a policy templated from a value that is empty)`)
+		default:
 			unknown = append(unknown, fmt.Sprintf("%q", p))
 		}
 	}

@@ -71,6 +71,8 @@ func TestUnknownDeletePolicyNotice(t *testing.T) {
 	}{
 		{"a typo alone", hook(false, helmDelete, "before-hook-creaton"),
 			[]string{helmDelete, "app/templates/migrate.yaml", `"before-hook-creaton"`, "the default, before-hook-creation, does not apply either", "before-hook-creation, hook-succeeded, hook-failed"}, nil},
+		{"an empty policy", hook(false, helmDelete, ""),
+			[]string{helmDelete, `"" (empty`, "the default, before-hook-creation, does not apply either"}, nil},
 		{"a typo beside a known policy", hook(false, helmDelete, "hook-succeeded", "hook-faild"),
 			[]string{`"hook-faild"`}, []string{`"hook-succeeded"`, "does not apply either"}},
 		{"a folder's typo", hook(true, argoDelete, "hooksucceded"),

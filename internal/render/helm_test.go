@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden from the current renders")
@@ -213,8 +215,11 @@ func TestParseHook(t *testing.T) {
 		{name: "weight with a space", annotations: map[string]string{"helm.sh/hook": "pre-delete", "helm.sh/hook-weight": " 3"}, isHook: true,
 			want: Hook{Events: []string{"pre-delete"}}},
 		{name: "delete policies", annotations: map[string]string{"helm.sh/hook": "post-install",
-			"helm.sh/hook-delete-policy": "Hook-Succeeded, hook-failed,"}, isHook: true,
+			"helm.sh/hook-delete-policy": "Hook-Succeeded, hook-failed"}, isHook: true,
 			want: Hook{Events: []string{"post-install"}, DeletePolicies: []string{"hook-succeeded", "hook-failed"}}},
+		{name: "empty delete policy", annotations: map[string]string{"helm.sh/hook": "post-install",
+			"helm.sh/hook-delete-policy": ""}, isHook: true,
+			want: Hook{Events: []string{"post-install"}, DeletePolicies: []string{""}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,6 +240,49 @@ func TestParseHook(t *testing.T) {
 				t.Errorf("hook (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDeletePoliciesAsHelmSortsThem renders hooks whose delete policies
+// are empty or have empty items, as a chart that templates the policy from
+// a value that is "" does, and checks that the render reads them as Helm's
+// own manifest sorter does: an empty item is a policy, unknown, so no
+// default before-hook-creation applies over it.
+func TestDeletePoliciesAsHelmSortsThem(t *testing.T) {
+	policies := []string{"", " ", "hook-succeeded,", ",", " Hook-Failed , before-hook-creation"}
+	var tpl strings.Builder
+	for i, p := range policies {
+		fmt.Fprintf(&tpl, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j%d\n  annotations:\n    helm.sh/hook: pre-install\n    helm.sh/hook-delete-policy: %q\n", i, p)
+	}
+	fmt.Fprintf(&tpl, "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: none\n  annotations:\n    helm.sh/hook: pre-install\n")
+	helmHooks, _, err := releaseutil.SortManifests(map[string]string{"inline/templates/jobs.yaml": tpl.String()}, nil, releaseutil.InstallOrder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{}
+	for _, h := range helmHooks {
+		want[h.Name] = []string{}
+		for _, p := range h.DeletePolicies {
+			want[h.Name] = append(want[h.Name], string(p))
+		}
+	}
+	ch := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "inline", Version: "0.1.0"},
+		Templates: []*common.File{{Name: "templates/jobs.yaml", Data: []byte(tpl.String())}},
+	}
+	res, err := Helm(context.Background(), ch, nil, Options{ReleaseName: "x", Namespace: "x", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, h := range res.Hooks {
+		got[h.Object.GetName()] = append([]string{}, h.DeletePolicies...)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("delete policies by hook (-helm +capstan):\n%s", diff)
+	}
+	if len(got) != len(policies)+1 || len(got["j0"]) != 1 || got["j0"][0] != "" {
+		t.Errorf("hooks %q; want %d, and j0 with the one policy \"\"", got, len(policies)+1)
 	}
 }
 

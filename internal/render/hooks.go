@@ -162,7 +162,7 @@ func withStringAnnotations(obj *unstructured.Unstructured) *unstructured.Unstruc
 // "1.5" or " 5") is 0. Unlike Helm, which drops a hook with an unknown event
 // without a word, it keeps the hook and lists the unknown events; an empty
 // item (helm.sh/hook: "" or a trailing comma) is the unknown event "", as it
-// is for Helm.
+// is for Helm, and the unknown delete policy "" likewise.
 func parseHook(obj *unstructured.Unstructured, template string) (Hook, bool) {
 	annotations := obj.GetAnnotations()
 	events, ok := annotations[release.HookAnnotation]
@@ -184,7 +184,12 @@ func parseHook(obj *unstructured.Unstructured, template string) (Hook, bool) {
 		h.Weight = w
 	}
 	if policies, ok := annotations[release.HookDeleteAnnotation]; ok {
-		h.DeletePolicies = splitAnnotation(policies)
+		// NOTE: an empty item stays, as in Helm's sorter: a policy
+		// templated from a value that is "" is the unknown policy "",
+		// which does nothing, and no default applies over it.
+		for p := range strings.SplitSeq(policies, ",") {
+			h.DeletePolicies = append(h.DeletePolicies, strings.ToLower(strings.TrimSpace(p)))
+		}
 	}
 	return h, true
 }
@@ -201,8 +206,9 @@ func (h Hook) TestOnly() bool {
 	return h.IsTest() && !slices.ContainsFunc(h.Events, func(e string) bool { return e != TestEvent })
 }
 
-// splitAnnotation splits a comma-separated annotation as Helm does, and
-// leaves out empty items, which mean nothing as delete policies.
+// splitAnnotation splits the comma-separated delete policies of a
+// folder's hook, trimmed and lowercased, and leaves out empty items, as
+// Argo CD does.
 func splitAnnotation(v string) []string {
 	var out []string
 	for part := range strings.SplitSeq(v, ",") {
