@@ -145,6 +145,12 @@ type AddonRepositoryReconciler struct {
 	// transientStallReads reads, is Stalled. A new generation starts the
 	// count again.
 	failingSince map[types.NamespacedName]failingStart
+	// unreported holds, per repository, the Addons its syncs deleted as
+	// their files left git that no status write has named yet: a write
+	// refused for a stale read (or failed) would otherwise lose the one
+	// record of a deletion, which the next sync does not make again. In
+	// memory only, and bounded (deletions).
+	unreported map[types.NamespacedName]deletions
 	// unkept holds, per Addon UID, a spec the syncer wrote and the API
 	// server did not keep (unkeptSpec), so that it is not written again
 	// at every interval. In memory only.
@@ -192,6 +198,7 @@ func (r *AddonRepositoryReconciler) forgetRepository(ctx context.Context, key ty
 	delete(r.failures, key)
 	delete(r.failingSince, key)
 	delete(r.notified, key)
+	delete(r.unreported, key)
 	r.mu.Unlock()
 	if !warned {
 		return nil, nil
@@ -338,14 +345,17 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	switch err := r.Client.Status().Patch(ctx, repo, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); {
 	case err == nil:
 		r.recordSynced(repo, synced)
+		r.deletionsWritten(req.NamespacedName)
 		r.notifyTransition(before, repo)
 	case apierrors.IsConflict(err):
+		r.deletionsNotWritten(req.NamespacedName)
 		log.FromContext(ctx).Info("The AddonRepository changed since it was read; syncing it again", "addonRepository", req.String())
 		if syncErr != nil {
 			return ctrl.Result{}, syncErr // retried by the limiter; a delay beside an error is ignored
 		}
 		return ctrl.Result{RequeueAfter: statusConflictRetry}, nil
 	case !apierrors.IsNotFound(err):
+		r.deletionsNotWritten(req.NamespacedName)
 		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
 	}
 	if syncErr != nil || repo.Spec.Suspend {
@@ -653,19 +663,20 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	}
 
 	out, err := r.apply(ctx, repo, snap, sibs, prune)
+	deleted := r.deletionsToWrite(key, out.pruned, out.nested)
 	invalid, applied := out.invalid, out.applied
 	repo.Status.InvalidFiles = boundInvalidFiles(invalid)
 	repo.Status.InvalidFileCount = int32(len(invalid))
 	repo.Status.Addons = int32(applied)
 	repo.Status.RetainedAddons = int32(out.retained)
 	if err != nil {
-		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error()+prunedNote(out.pruned)+nestedNote(out.nested))
+		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error()+deleted.note())
 		return ctrl.Result{}, nil, err
 	}
 	repo.Status.LastSyncedCommit = snap.Commit
 	now := metav1.NewTime(r.now())
 	repo.Status.LastSyncTime = &now
-	more := prunedNote(out.pruned) + nestedNote(out.nested)
+	more := deleted.note()
 	if out.retained > 0 {
 		more += fmt.Sprintf("; %d Addons whose files left git are kept as they are, as spec.prune is false (they keep the %s label: remove it to take one over)",
 			out.retained, gitops.ManagedByGitLabel)
@@ -829,16 +840,85 @@ func prunedPolicy(a *capstanv1.Addon) string {
 // which Addons it deleted as their files left git: the one place, with
 // the log, that tells a person whose Addon vanished which repository and
 // commit took it.
-func prunedNote(pruned []string) string {
-	if len(pruned) == 0 {
+// total counts them all: pruned may hold only the first of them.
+func prunedNote(pruned []string, total int) string {
+	if total == 0 {
 		return ""
 	}
 	named := pruned[:min(len(pruned), maxPrunedNamed)]
 	more := ""
-	if len(pruned) > maxPrunedNamed {
-		more = fmt.Sprintf(" and %d more", len(pruned)-maxPrunedNamed)
+	if total > len(named) {
+		more = fmt.Sprintf(" and %d more", total-len(named))
 	}
-	return fmt.Sprintf("; deleted %d Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): %s%s", len(pruned), strings.Join(named, ", "), more)
+	return fmt.Sprintf("; deleted %d Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): %s%s", total, strings.Join(named, ", "), more)
+}
+
+// deletions are the Addons one or more syncs of a repository deleted as
+// their files left git, as the Ready condition names them: the first
+// maxPrunedNamed of each list, and how many in all, so that what is held
+// of a repository whose status writes keep failing stays small.
+type deletions struct {
+	pruned      []string
+	prunedCount int
+	nested      []undecided
+	nestedCount int
+	// written says the status being written names them (sync set its
+	// Ready condition from them).
+	written bool
+}
+
+// add counts in the Addons of one more sync.
+func (d *deletions) add(pruned []string, nested []undecided) {
+	d.pruned = append(d.pruned, pruned[:min(len(pruned), maxPrunedNamed-len(d.pruned))]...)
+	d.prunedCount += len(pruned)
+	d.nested = append(d.nested, nested[:min(len(nested), maxPrunedNamed-len(d.nested))]...)
+	d.nestedCount += len(nested)
+}
+
+// note is what the Ready condition says of them.
+func (d deletions) note() string {
+	return prunedNote(d.pruned, d.prunedCount) + nestedNote(d.nested, d.nestedCount)
+}
+
+// deletionsToWrite adds the Addons a sync of the repository key deleted
+// to those no status write has named yet, and returns them all, for the
+// Ready condition of the status that sync writes.
+func (r *AddonRepositoryReconciler) deletionsToWrite(key types.NamespacedName, pruned []string, nested []undecided) deletions {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unreported == nil {
+		r.unreported = map[types.NamespacedName]deletions{}
+	}
+	d := r.unreported[key]
+	d.add(pruned, nested)
+	d.written = true
+	if d.prunedCount == 0 {
+		delete(r.unreported, key)
+		return d
+	}
+	r.unreported[key] = d
+	return d
+}
+
+// deletionsWritten forgets the deletions of the repository key once a
+// status that names them is written.
+func (r *AddonRepositoryReconciler) deletionsWritten(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unreported[key].written {
+		delete(r.unreported, key)
+	}
+}
+
+// deletionsNotWritten keeps the deletions of the repository key for the
+// next sync's status, as the write that named them failed.
+func (r *AddonRepositoryReconciler) deletionsNotWritten(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.unreported[key]; ok {
+		d.written = false
+		r.unreported[key] = d
+	}
 }
 
 // undecidedNote says, for the Ready condition, which Addons whose files
@@ -877,19 +957,20 @@ func undecidedNote(kept []undecided) string {
 // read: the first five, with their files, and how many more. A file moved
 // down by mistake (a folder reorganised a team at a time) is then found
 // from the status, not only from the log.
-func nestedNote(deleted []undecided) string {
-	if len(deleted) == 0 {
+// total counts them all: deleted may hold only the first of them.
+func nestedNote(deleted []undecided, total int) string {
+	if total == 0 {
 		return ""
 	}
 	var named []string
 	for _, u := range deleted[:min(len(deleted), maxPrunedNamed)] {
 		named = append(named, fmt.Sprintf("%s (%s)", u.name, u.until))
 	}
-	if len(deleted) > maxPrunedNamed {
-		named = append(named, fmt.Sprintf("and %d more", len(deleted)-maxPrunedNamed))
+	if total > len(named) {
+		named = append(named, fmt.Sprintf("and %d more", total-len(named)))
 	}
 	return fmt.Sprintf("; of those, %d have a file of their name in a subfolder, which is not read: %s: to have such an add-on again, "+
-		"move its file back up into the folder, or point spec.folder (or another AddonRepository) at its subfolder", len(deleted), strings.Join(named, ", "))
+		"move its file back up into the folder, or point spec.folder (or another AddonRepository) at its subfolder", total, strings.Join(named, ", "))
 }
 
 // subfoldersNote warns, for the Ready condition, of definition files in

@@ -191,7 +191,7 @@ func TestPrunedNote(t *testing.T) {
 		{[]string{"grafana (Orphan)"}, "; deleted 1 Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): grafana (Orphan)"},
 		{[]string{"a", "b", "c", "d", "e", "f", "g"}, "; deleted 7 Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): a, b, c, d, e and 2 more"},
 	} {
-		if got := prunedNote(tc.pruned); got != tc.want {
+		if got := prunedNote(tc.pruned, len(tc.pruned)); got != tc.want {
 			t.Errorf("prunedNote(%v) = %q, want %q", tc.pruned, got, tc.want)
 		}
 	}
@@ -341,5 +341,22 @@ func TestPrunedPolicy(t *testing.T) {
 		if got := prunedPolicy(tc.a); got != tc.want {
 			t.Errorf("%s: prunedPolicy = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestDeletionsHeldAcrossSyncsStayBounded: the deletions of syncs whose
+// status writes failed are counted in whole, and only the first five of
+// them are kept by name, however many syncs add to them.
+func TestDeletionsHeldAcrossSyncsStayBounded(t *testing.T) {
+	var d deletions
+	for i := range 100 {
+		d.add([]string{fmt.Sprintf("a%d (Delete)", i), fmt.Sprintf("b%d (Orphan)", i)}, []undecided{{name: fmt.Sprintf("a%d", i), until: "addons/team/x.yaml"}})
+	}
+	if len(d.pruned) != maxPrunedNamed || len(d.nested) != maxPrunedNamed {
+		t.Fatalf("kept %d and %d names; want %d", len(d.pruned), len(d.nested), maxPrunedNamed)
+	}
+	want := "; deleted 200 Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): a0 (Delete), b0 (Orphan), a1 (Delete), b1 (Orphan), a2 (Delete) and 195 more"
+	if got := d.note(); !strings.HasPrefix(got, want+"; of those, 100 have a file") || !strings.Contains(got, "a4 (addons/team/x.yaml), and 95 more") {
+		t.Fatalf("note %q", got)
 	}
 }

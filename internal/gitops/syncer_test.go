@@ -6,13 +6,17 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +36,7 @@ import (
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -816,6 +821,98 @@ func TestSyncerWritesItsWholeStatusAfterAStaleRead(t *testing.T) {
 	}
 	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c3 || r.Status.Addons != 2 {
 		t.Fatalf("synced %s, %d Addons; want %s and 2", r.Status.LastSyncedCommit, r.Status.Addons, c3)
+	}
+}
+
+// TestSyncerNamesADeletionWhoseStatusWriteConflicted: a sync deletes the
+// Addon of a file removed from git (and fixes the invalid file beside
+// it), and its status write is refused for a stale read. The sync after
+// it, which has nothing left to delete, still names the deletion in
+// Ready, and the receivers hear of that sync once, with the deletion in
+// its message; the sync after that names it no more.
+func TestSyncerNamesADeletionWhoseStatusWriteConflicted(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-prune-conflict")
+	var mu sync.Mutex
+	var posted []notify.Event
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e notify.Event
+		if body, _ := io.ReadAll(r.Body); json.Unmarshal(body, &e) == nil && e.Namespace == ns {
+			mu.Lock()
+			posted = append(posted, e)
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	u, _ := url.Parse(hook.URL)
+	notifier := &notify.Notifier{Client: http.DefaultClient, Receivers: func(context.Context) ([]notify.Receiver, error) {
+		return []notify.Receiver{{Name: "test", URL: u, Format: notify.FormatJSON, MinSeverity: notify.SeverityInfo}}, nil
+	}}
+	nctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = notifier.Start(nctx) }()
+
+	srv := gitserver.Start(t)
+	repoURL := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, repoURL)
+	w.Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: a}\n")
+	w.Write("addons/x.yaml", "name: x\nbogus: true\nhelm: {repo: https://x, chart: x}\n")
+	c1 := w.Write("addons/b.yaml", "name: b\nhelm: {repo: https://x, chart: b}\n").CommitAndPush("a, b, x with a typo")
+	createRepo(t, ns, "gitops", repoURL)
+	waitSynced(t, ns, "gitops", c1)
+	mustAddon(t, ns, "b")
+
+	stale := getRepo(t, ns, "gitops")
+	syncer := &controller.AddonRepositoryReconciler{Client: env.client, Notifier: notifier}
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}
+	// A sync of a new commit writes the status, so that stale no longer
+	// holds the repository's last write.
+	c2 := w.Write("addons/c.yaml", "name: c\nhelm: {repo: https://x, chart: c}\n").CommitAndPush("c")
+	if _, err := syncer.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	waitSynced(t, ns, "gitops", c2)
+
+	w.Write("addons/x.yaml", "name: x\nhelm: {repo: https://x, chart: x}\n")
+	c3 := w.Remove("addons/b.yaml").CommitAndPush("remove b, fix x")
+	syncer.Client = &staleRepoOnce{Client: env.client, repo: stale}
+	if res, err := syncer.Reconcile(ctx, req); err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("the sync whose status write was refused: %+v, %v; want a retry", res, err)
+	}
+	if _, err := getAddon(t, ns, "b"); err == nil {
+		t.Fatal("b was not deleted")
+	}
+	if _, err := syncer.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	r := getRepo(t, ns, "gitops")
+	ready := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	if r.Status.LastSyncedCommit != c3 || !strings.Contains(ready.Message, "deleted 1 Addons") || !strings.Contains(ready.Message, ": b (") {
+		t.Fatalf("synced %s; Ready %q: want %s, naming b's deletion", r.Status.LastSyncedCommit, ready.Message, c3)
+	}
+	eventually(t, 20*time.Second, "the clean sync posted", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(posted) == 0 {
+			return errors.New("nothing posted")
+		}
+		return nil
+	})
+
+	if _, err := syncer.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	r = getRepo(t, ns, "gitops")
+	if ready := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady); strings.Contains(ready.Message, "deleted") {
+		t.Fatalf("the sync after the one that named it still names the deletion: %q", ready.Message)
+	}
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posted) != 1 || posted[0].Reason != "Synced" || !strings.Contains(posted[0].Message, "deleted 1 Addons") {
+		t.Fatalf("posted %+v; want one Synced event that names b's deletion", posted)
 	}
 }
 
