@@ -318,6 +318,9 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 	dir := root
 	if folder != "." {
 		entry, err := root.FindEntry(folder)
+		if sub, ok := submoduleOn(root, folder); ok {
+			return nil, fmt.Errorf("spec.folder %q at commit %s: %s", folder, ShortCommit(commit.Hash.String()), submoduleProblem(sub))
+		}
 		switch {
 		case errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound):
 			return nil, fmt.Errorf("there is no folder %q at commit %s: check spec.folder and spec.branch; "+
@@ -573,6 +576,20 @@ func InvalidFile(file string, err error) capstanv1.InvalidFile {
 	return f
 }
 
+// submoduleOn returns the first folder of the slash-separated path p, or
+// p itself, that is a git submodule in the tree root.
+func submoduleOn(root *object.Tree, p string) (string, bool) {
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		prefix := strings.Join(parts[:i+1], "/")
+		e, err := root.FindEntry(prefix)
+		if err != nil || e.Mode == filemode.Submodule {
+			return prefix, err == nil
+		}
+	}
+	return "", false
+}
+
 // gitTree is a Tree over one commit's tree.
 type gitTree struct {
 	root *object.Tree
@@ -598,6 +615,8 @@ func (t gitTree) Entry(p string) (EntryKind, string, error) {
 	case e.Mode == filemode.Symlink:
 		target, err := t.linkTarget(p, e)
 		return EntrySymlink, target, err
+	case e.Mode == filemode.Submodule:
+		return EntrySubmodule, "", nil
 	default:
 		return EntryFile, "", nil
 	}

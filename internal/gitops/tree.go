@@ -20,7 +20,19 @@ const (
 	EntryFile
 	EntryDir
 	EntrySymlink
+	// EntrySubmodule is a git submodule: a commit of another repository,
+	// whose files a clone of this one does not hold.
+	EntrySubmodule
 )
+
+// submoduleProblem says what to do of a path that is, or goes through, the
+// git submodule at prefix: Capstan clones with no submodules, as their
+// repositories need credentials and limits of their own, so their files
+// are not there to read.
+func submoduleProblem(prefix string) string {
+	return fmt.Sprintf("%q is a git submodule, which Capstan does not follow: point the Addon (git.url, git.path, git.revision at the submodule's commit) "+
+		"or the AddonRepository (spec.url, spec.folder) at the submodule's own repository, or commit its files into this one", prefix)
+}
 
 // Tree is a read-only view of one commit of the gitops repository, or of a
 // checked-out folder for `capstan validate`.
@@ -62,6 +74,8 @@ func checkFolder(t Tree, p string) (string, error) {
 			return fmt.Sprintf("the folder %q does not exist at this commit: commit the folder with its definition", prefix), nil
 		case EntryFile:
 			return fmt.Sprintf("%q is a file, not a folder", prefix), nil
+		case EntrySubmodule:
+			return submoduleProblem(prefix), nil
 		case EntrySymlink:
 			if escapes(path.Dir(prefix), target) {
 				return fmt.Sprintf("%q is a symbolic link that leads out of the repository (to %q): name a real folder inside it", prefix, target), nil
@@ -106,11 +120,21 @@ func (d DirTree) Entry(p string) (EntryKind, string, error) {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		target, err := os.Readlink(full)
 		return EntrySymlink, filepath.ToSlash(target), err
+	case fi.IsDir() && isSubmoduleCheckout(full):
+		return EntrySubmodule, "", nil
 	case fi.IsDir():
 		return EntryDir, "", nil
 	default:
 		return EntryFile, "", nil
 	}
+}
+
+// isSubmoduleCheckout reports whether the folder dir is a checked-out git
+// submodule, which holds a .git file (not a folder) that points at the
+// submodule's repository: the syncer's clone has no such folder.
+func isSubmoduleCheckout(dir string) bool {
+	fi, err := os.Lstat(filepath.Join(dir, ".git"))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // Links implements Tree.
