@@ -17,6 +17,25 @@ import (
 // a few hundred bytes; anything near this size is a mistake or an attack.
 const MaxFileSize = 1 << 20
 
+// MaxFolderSize is the most bytes the definition files of one folder may
+// hold in all. The syncer keeps a repository's parsed definitions in
+// memory while it is synced (the last synced commit's, and the newest),
+// about ten times their YAML: a folder of many files near MaxFileSize,
+// which git compresses into a small push, would otherwise hold gigabytes
+// of the controller every tenant shares. A definition is a few hundred
+// bytes, so 4 MiB is thousands of add-ons, far above any real folder, and
+// holds at most about 40 MiB per snapshot.
+const MaxFolderSize = 4 << 20
+
+// folderTooLarge is the error of a folder whose definition files hold
+// total bytes, more than MaxFolderSize.
+func folderTooLarge(folder string, files int, total int64) error {
+	return fmt.Errorf("the %d definition files of folder %q hold %.1f MiB in all, more than the %d MiB Capstan reads of one folder: "+
+		"a definition is a few hundred bytes; move large values out of the files (valuesFrom a ConfigMap or Secret, or the chart's own values), "+
+		"or split the add-ons among folders, each read by an AddonRepository of its own",
+		files, folder, float64(total)/(1<<20), MaxFolderSize>>20)
+}
+
 // Definition is one add-on as it is written in addons/<name>.yaml.
 type Definition struct {
 	// Name is the add-on's name. It must equal the file's name without .yaml.

@@ -348,6 +348,9 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 		entries = append(entries, folderEntry{
 			name:    e.Name,
 			symlink: e.Mode == filemode.Symlink,
+			size: func() (int64, error) {
+				return objects.EncodedObjectSize(e.Hash)
+			},
 			open: func() (int64, io.ReadCloser, error) {
 				f, err := dir.TreeEntryFile(&e)
 				if err != nil {
@@ -360,6 +363,9 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 				return f.Size, rd, err
 			},
 		})
+	}
+	if err := checkFolderSize(folder, entries); err != nil {
+		return nil, fmt.Errorf("at commit %s: %w", ShortCommit(commit.Hash.String()), err)
 	}
 	collect(s, folder, entries, gitTree{root: root})
 	if len(s.Claimed) == 0 {
@@ -451,6 +457,36 @@ type folderEntry struct {
 	folder bool
 	// open returns the file's size and, when it is at most MaxFileSize, its content.
 	open func() (int64, io.ReadCloser, error)
+	// size returns the file's size, without its content.
+	size func() (int64, error)
+}
+
+// checkFolderSize refuses a folder whose definition files hold more than
+// MaxFolderSize bytes in all, before any is read: what would be parsed
+// and kept is bounded, whatever the files. Files larger than MaxFileSize
+// are not read (they are invalid), so they count for nothing, and nor do
+// symbolic links, which are refused.
+func checkFolderSize(folder string, entries []folderEntry) error {
+	var total int64
+	files := 0
+	for _, e := range entries {
+		if e.folder || e.symlink || e.size == nil || !IsDefinitionFile(e.name) {
+			continue
+		}
+		n, err := e.size()
+		if err != nil {
+			return fmt.Errorf("cannot read the size of %s: %w", path.Join(folder, e.name), err)
+		}
+		if n > MaxFileSize {
+			continue
+		}
+		total += n
+		files++
+	}
+	if total > MaxFolderSize {
+		return folderTooLarge(folder, files, total)
+	}
+	return nil
 }
 
 // collect parses the definition files of a folder into a snapshot, the same

@@ -3,6 +3,7 @@ package gitops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -258,5 +259,36 @@ func TestReadDirClaimsTheNameARenamedFileDeclares(t *testing.T) {
 	}
 	if m := messages["addons/old-y.yaml"]; strings.Contains(m, "is kept") {
 		t.Errorf("old-y.yaml: %q; y.yaml defines y, which the message must not say is kept", m)
+	}
+}
+
+// TestReadDirRefusesAFolderTooLarge: `capstan validate` refuses a folder
+// whose definition files hold more than MaxFolderSize in all, as the
+// syncer does; files over MaxFileSize, which are not read, and other
+// files count for nothing.
+func TestReadDirRefusesAFolderTooLarge(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "addons")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, size int) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("name: x\n"+strings.Repeat("#", size-8)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("huge.yaml", MaxFileSize+1)
+	write("README.md", MaxFolderSize)
+	for i := range MaxFolderSize / MaxFileSize {
+		write(fmt.Sprintf("a%d.yaml", i), MaxFileSize)
+	}
+	if _, err := ReadDir(root, "addons"); err != nil {
+		t.Fatalf("a folder of exactly the limit: %v", err)
+	}
+	write("b.yml", 9)
+	_, err := ReadDir(root, "addons")
+	if err == nil || !strings.Contains(err.Error(), `the 5 definition files of folder "addons" hold 4.0 MiB in all, more than the 4 MiB Capstan reads of one folder`) {
+		t.Fatalf("got %v; want the folder refused for its size", err)
 	}
 }

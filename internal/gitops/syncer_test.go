@@ -1432,6 +1432,70 @@ func setSpec(t testing.TB, ns, name string, change func(*capstanv1.AddonReposito
 	})
 }
 
+// TestSyncerRefusesAFolderTooLarge: a commit whose definition files hold
+// more than gitops.MaxFolderSize in all (each under the per-file limit,
+// and valid) is refused before any is parsed: Ready says why and what to
+// do, and no Addon is created, changed or deleted, not even the one whose
+// file the commit removed. Once the large files are gone, it syncs.
+func TestSyncerRefusesAFolderTooLarge(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-folder-size")
+	srv := gitserver.Start(t)
+	repoURL := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, repoURL)
+	c1 := w.Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: a}\n").
+		Write("addons/b.yaml", "name: b\nhelm: {repo: https://x, chart: b}\n").CommitAndPush("a, b")
+	createRepo(t, ns, "gitops", repoURL)
+	waitSynced(t, ns, "gitops", c1)
+	before := mustAddon(t, ns, "a")
+
+	var values strings.Builder
+	values.WriteString("values:\n")
+	for i := 0; values.Len() < gitops.MaxFileSize-4096; i++ {
+		fmt.Fprintf(&values, "  k%d: [1, 2, 3]\n", i)
+	}
+	w.Remove("addons/b.yaml").Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: a, version: 2.0.0}\n")
+	n := gitops.MaxFolderSize/gitops.MaxFileSize + 1
+	for i := range n {
+		w.Write(fmt.Sprintf("addons/big%d.yaml", i), fmt.Sprintf("name: big%d\nhelm: {repo: https://x, chart: big}\n%s", i, values.String()))
+	}
+	w.CommitAndPush("b leaves; a changes; large definitions")
+	syncer := &controller.AddonRepositoryReconciler{Client: env.client}
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}
+	if _, err := syncer.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	r := getRepo(t, ns, "gitops")
+	ready := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	if r.Status.LastSyncedCommit != c1 || ready.Status != metav1.ConditionFalse || ready.Reason != controller.ReasonUnreadable ||
+		!strings.Contains(ready.Message, fmt.Sprintf(`the %d definition files of folder "addons" hold`, n+1)) ||
+		!strings.Contains(ready.Message, "more than the 4 MiB Capstan reads of one folder") || !strings.HasSuffix(ready.Message, "nothing was changed") {
+		t.Fatalf("synced %s; Ready %+v; want %s kept and the folder refused for its size", r.Status.LastSyncedCommit, ready, c1)
+	}
+	if b := mustAddon(t, ns, "b"); b.DeletionTimestamp != nil {
+		t.Fatal("b was deleted by a commit that was refused")
+	}
+	if a := mustAddon(t, ns, "a"); a.Generation != before.Generation || a.Spec.Chart.Version != before.Spec.Chart.Version {
+		t.Fatalf("a changed by a commit that was refused: generation %d, chart %+v", a.Generation, a.Spec.Chart)
+	}
+	var list capstanv1.AddonList
+	if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 2 {
+		t.Fatalf("%d Addons (%v); want a and b alone", len(list.Items), err)
+	}
+
+	for i := range n {
+		w.Remove(fmt.Sprintf("addons/big%d.yaml", i))
+	}
+	c3 := w.CommitAndPush("no large definitions")
+	if _, err := syncer.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c3 || r.Status.Addons != 1 {
+		t.Fatalf("synced %s with %d Addons; want %s and a alone", r.Status.LastSyncedCommit, r.Status.Addons, c3)
+	}
+}
+
 // TestSyncerPruneFalse: with spec.prune false, an Addon whose file left
 // git stays as it was, label and all, and status counts it; prune true
 // deletes it. prune is true when the spec leaves it out.

@@ -204,7 +204,17 @@ func ReadDir(root, folder string) (*Snapshot, error) {
 				}
 				return fi.Size(), f, nil
 			},
+			size: func() (int64, error) {
+				fi, err := os.Stat(full)
+				if err != nil {
+					return 0, err
+				}
+				return fi.Size(), nil
+			},
 		})
+	}
+	if err := checkFolderSize(folder, entries); err != nil {
+		return nil, err
 	}
 	collect(s, folder, entries, DirTree(root))
 	return s, nil
