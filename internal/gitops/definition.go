@@ -23,9 +23,11 @@ const MaxFileSize = 1 << 20
 // about ten times their YAML: a folder of many files near MaxFileSize,
 // which git compresses into a small push, would otherwise hold gigabytes
 // of the controller every tenant shares. A definition is a few hundred
-// bytes, so 4 MiB is thousands of add-ons, far above any real folder, and
-// holds at most about 40 MiB per snapshot.
-const MaxFolderSize = 4 << 20
+// bytes, or a few kilobytes with its values inline, so 8 MiB is a thousand
+// add-ons or more, far above any real folder (Argo CD's repo server
+// refuses a folder's manifests past 10 MB by default), and holds at most
+// about 80 MiB per snapshot.
+const MaxFolderSize = 8 << 20
 
 // folderTooLarge is the error of a folder whose definition files hold
 // total bytes, more than MaxFolderSize.

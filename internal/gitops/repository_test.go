@@ -288,7 +288,7 @@ func TestReadDirRefusesAFolderTooLarge(t *testing.T) {
 	}
 	write("b.yml", 9)
 	_, err := ReadDir(root, "addons")
-	if err == nil || !strings.Contains(err.Error(), `the 5 definition files of folder "addons" hold 4.0 MiB in all, more than the 4 MiB Capstan reads of one folder`) {
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf(`the %d definition files of folder "addons" hold %d.0 MiB in all, more than the %d MiB Capstan reads of one folder`, MaxFolderSize/MaxFileSize+1, MaxFolderSize>>20, MaxFolderSize>>20)) {
 		t.Fatalf("got %v; want the folder refused for its size", err)
 	}
 }

@@ -1470,7 +1470,7 @@ func TestSyncerRefusesAFolderTooLarge(t *testing.T) {
 	ready := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
 	if r.Status.LastSyncedCommit != c1 || ready.Status != metav1.ConditionFalse || ready.Reason != controller.ReasonUnreadable ||
 		!strings.Contains(ready.Message, fmt.Sprintf(`the %d definition files of folder "addons" hold`, n+1)) ||
-		!strings.Contains(ready.Message, "more than the 4 MiB Capstan reads of one folder") || !strings.HasSuffix(ready.Message, "nothing was changed") {
+		!strings.Contains(ready.Message, fmt.Sprintf("more than the %d MiB Capstan reads of one folder", gitops.MaxFolderSize>>20)) || !strings.HasSuffix(ready.Message, "nothing was changed") {
 		t.Fatalf("synced %s; Ready %+v; want %s kept and the folder refused for its size", r.Status.LastSyncedCommit, ready, c1)
 	}
 	if b := mustAddon(t, ns, "b"); b.DeletionTimestamp != nil {
