@@ -7,7 +7,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -20,6 +22,9 @@ import (
 // not, and an event says whose hooks ran. When 1.0.0 is deleted from the
 // repository before the uninstall, the hooks of 2.0.0, which the spec
 // names, run as before, and a warning names the version they came from.
+// When 1.0.0 was fetched but does not render with the values the spec has
+// now for 2.0.0 (its schema refuses them, or a template fails), no delete
+// hook of either runs, and the uninstall goes on without them.
 func TestUninstallRunsTheAppliedVersionsDeleteHooks(t *testing.T) {
 	ctx := context.Background()
 	files := map[string]string{
@@ -77,6 +82,85 @@ func TestUninstallRunsTheAppliedVersionsDeleteHooks(t *testing.T) {
 		})
 	})
 
+	// unrendered installs 1.0.0, whose chart has extra files, then asks
+	// for 2.0.0 with values that fit only 2.0.0, and deletes the Addon:
+	// neither version's hooks run, and the uninstall goes on without them.
+	unrendered := func(t *testing.T, name string, extra map[string]string) {
+		ns := newNamespace(t)
+		repo := newChartRepository(charts, name)
+		first := map[string]string{}
+		for k, v := range files {
+			first[k] = v
+		}
+		for k, v := range extra {
+			first[k] = v
+		}
+		repo.add(t, "1.0.0", first)
+		repo.add(t, "2.0.0", files)
+		a := install(t, ns, repo, func() {}, func(s *capstanv1.AddonSpec) { s.Values = jsonValues("tier: gold") })
+		deleteAddon(t, a)
+		for _, hook := range []string{"ran-1-0-0", "ran-2-0-0"} {
+			if live(t, "v1", "ConfigMap", ns, hook) != nil {
+				t.Errorf("the uninstall ran a pre-delete hook (%s), though the applied 1.0.0 does not render with the current values", hook)
+			}
+		}
+		if live(t, "v1", "ConfigMap", ns, "settings") != nil {
+			t.Error("the uninstall left the inventory")
+		}
+		eventually(t, 30*time.Second, "a DeleteHooksRefused warning that names 1.0.0", func() bool {
+			note := addonEvent(t, a, "DeleteHooksRefused")
+			return strings.Contains(note, "1.0.0, the version applied last") && strings.Contains(note, "does not render") && strings.Contains(note, "--no-hooks")
+		})
+	}
+
+	t.Run("values the applied version's schema refuses", func(t *testing.T) {
+		unrendered(t, "appliedschema", map[string]string{
+			"values.schema.json": `{"type": "object", "additionalProperties": false}`,
+		})
+	})
+
+	t.Run("values the applied version's template fails on", func(t *testing.T) {
+		unrendered(t, "appliedfail", map[string]string{
+			"templates/tier.yaml": "{{- if .Values.tier }}{{ fail \"1.0.0 knows no tier\" }}{{ end }}\n",
+		})
+	})
+
+	t.Run("values the applied version's render loops on", func(t *testing.T) {
+		ns := newNamespace(t)
+		repo := newChartRepository(charts, "appliedspin")
+		first := map[string]string{
+			"templates/spin.yaml": "{{- if .Values.tier }}{{ range 1000000000000 }}{{ range 1000000000000 }}{{ end }}{{ end }}{{ end }}\n",
+		}
+		for k, v := range files {
+			first[k] = v
+		}
+		repo.add(t, "1.0.0", first)
+		repo.add(t, "2.0.0", files)
+		a := install(t, ns, repo, func() {}, func(s *capstanv1.AddonSpec) { s.Values = jsonValues("tier: gold") })
+		if err := admin.Delete(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		// NOTE: the time bound may pass at the next try, on a less loaded
+		// node: the uninstall waits for it, and runs no other version's
+		// hooks meanwhile.
+		waitFor(t, a, 2*time.Minute, "the uninstall to wait for the render stopped at the time bound", func(cur *capstanv1.Addon) bool {
+			return strings.Contains(readyMessage(cur), "at its time bound") && strings.Contains(readyMessage(cur), "waits and tries again")
+		})
+		if live(t, "v1", "ConfigMap", ns, "ran-2-0-0") != nil {
+			t.Error("the uninstall ran the pre-delete hook of 2.0.0, which was never applied")
+		}
+		if live(t, "v1", "ConfigMap", ns, "settings") == nil {
+			t.Error("the uninstall deleted the inventory before the pre-delete hooks ran")
+		}
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+		eventually(t, 90*time.Second, "the Addon to go", func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+		})
+		if live(t, "v1", "ConfigMap", ns, "ran-1-0-0") == nil || live(t, "v1", "ConfigMap", ns, "ran-2-0-0") != nil {
+			t.Error("once 1.0.0 rendered, the uninstall did not run its hook alone")
+		}
+	})
+
 	t.Run("the applied version deleted from the repository", func(t *testing.T) {
 		ns := newNamespace(t)
 		repo := newChartRepository(charts, "appliedgone")
@@ -108,7 +192,7 @@ func TestUninstallRunsTheAppliedVersionsDeleteHooks(t *testing.T) {
 		}
 		eventually(t, 30*time.Second, "a DeleteHooksNotFromApplied warning that names both versions", func() bool {
 			note := addonEvent(t, a, "DeleteHooksNotFromApplied")
-			return strings.Contains(note, "come from "+repo.url()+"/appliedgone 2.0.0") && strings.Contains(note, "1.0.0") && strings.Contains(note, "could not be rendered")
+			return strings.Contains(note, "come from "+repo.url()+"/appliedgone 2.0.0") && strings.Contains(note, "1.0.0") && strings.Contains(note, "could not be fetched")
 		})
 	})
 }

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -22,22 +25,30 @@ const reasonDeleteHooksNotFromApplied = "DeleteHooksNotFromApplied"
 
 // renderForDelete runs the render steps for the uninstall's delete hooks,
 // from the source and version applied last (status.history[0]) when the
-// spec may name another: Helm runs the delete hooks of the release it
-// installed, and a spec that manual sync, a gate or a failed upgrade never
-// let apply must not run the hooks of software that was never installed,
-// nor skip those of the software that runs.
+// spec may name another. A spec that manual sync, a gate or a stopped
+// upgrade never let apply must not run the hooks of software that was
+// never installed, nor skip those of the software that runs.
 //
 // A chart from a repository or an OCI registry is rendered at the applied
 // version (appliedChart), with the current values: the applied values are
-// not stored. When that version cannot be rendered for a reason only a
-// person can fix (deleted from the repository, a 404, a template that
-// fails or values with errors for it), the uninstall
-// renders what the spec names, as it did before, and a
-// DeleteHooksNotFromApplied warning names the version its hooks come from;
-// a failure for a moment is retried, as any render's is. Nor is the
-// applied version rendered for an https archive or a git folder, or a
-// chart whose source or digest pin changed: the same warning says so when
-// the render's version is not the applied one.
+// not stored. How that render fails decides what runs:
+//   - the applied version cannot be fetched for good (deleted from the
+//     repository, a 404, a broken archive): the uninstall renders what the
+//     spec names, as it did before, and a DeleteHooksNotFromApplied warning
+//     names the version its hooks come from;
+//   - it was fetched but does not render (the current values do not fit
+//     it, a template fails, it is past the sandbox's memory or output
+//     bound or the objects limit): no delete hook runs, as for any delete
+//     render that fails for good, and the DeleteHooksRefused event names
+//     the applied version and why. The spec's version's hooks would be
+//     those of software that was never installed;
+//   - it fails for a moment, or the sandbox stopped it at its time bound,
+//     which may pass at the next try: the uninstall waits and tries again,
+//     as for any delete render.
+//
+// Nor is the applied version rendered for an https archive or a git
+// folder, or a chart whose source or digest pin changed: the same warning
+// says so when the render's version is not the applied one.
 func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, error) {
 	applied, pin, why := appliedChart(s.addon)
 	if pin == nil {
@@ -50,44 +61,72 @@ func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, 
 	saved, src, ver := *s, s.addon.Status.Source, s.addon.Status.Version
 	current := s.addon.Spec.Chart
 	s.addon.Spec.Chart = pin
-	done, err := r.runRenderSteps(ctx, s)
+	done, stage, err := r.runRenderStepsAt(ctx, s)
 	s.addon.Spec.Chart = current
-	var failed string
+	var stop *boundStop
 	switch {
 	case err == nil && !done && len(s.valuesErrors) > 0:
-		failed = "the current values have errors for it: " + s.mask().String(describeValuesErrors(s.valuesErrors))
+		r.appliedUnrendered(ctx, s, applied, current, "the current values have errors for it: "+s.mask().String(describeValuesErrors(s.valuesErrors)))
+		return true, nil
 	case err == nil:
 		if !done {
 			r.fromApplied(ctx, s, applied, current)
 		}
 		return done, nil
+	case errors.As(err, &stop) && stop.Bound == "time":
+		// NOTE: the time bound is not the inputs' verdict: the render may
+		// pass once the pause is over, on a less loaded node. The other
+		// bounds (memory, output, objects) are the same at every try.
+		return false, fmt.Errorf("the sandbox stopped the render of %s %s, the version applied last, at its time bound: %w", applied.Source, applied.Version, stop)
 	case classify(err) != classTerminal && !source.NotInIndex(err):
 		return false, err
-	default:
-		failed = s.mask().Error(err).Error()
+	case stage != stageFetch:
+		r.appliedUnrendered(ctx, s, applied, current, s.mask().Error(err).Error())
+		return true, nil
 	}
-	// NOTE: the applied version cannot be rendered for good: the hooks the
+	// NOTE: the applied version cannot be fetched for good: the hooks the
 	// spec names now are the closest left, as before Capstan kept to the
 	// applied one.
+	failed := s.mask().Error(err).Error()
 	*s = saved
 	s.addon.Status.Source, s.addon.Status.Version = src, ver
 	done, err = r.runRenderSteps(ctx, s)
 	if err == nil && !done {
-		r.notFromApplied(ctx, s, applied, "it could not be rendered: "+failed)
+		r.notFromApplied(ctx, s, applied, "it could not be fetched: "+failed)
 	}
 	return done, err
+}
+
+// stageFetch is the name of the render step that fetches the source.
+const stageFetch = "Fetch"
+
+// appliedUnrendered runs none of the delete hooks, since the applied
+// version was fetched but does not render, and says why
+// (refuseDeleteHooks): the uninstall goes on without them.
+func (r *AddonReconciler) appliedUnrendered(ctx context.Context, s *scope, applied *capstanv1.Revision, current *capstanv1.ChartSource, why string) {
+	s.hooks = nil
+	r.refuseDeleteHooks(ctx, s, fmt.Sprintf("%s %s, the version applied last (revision %d), does not render: %s. "+
+		"The hooks of what spec.chart.version asks for (%s) are not run in its place: they are not those of the software that runs",
+		applied.Source, applied.Version, applied.Number, why, askedVersion(current)), renderFailedAhead(s.addon))
 }
 
 // runRenderSteps runs the render steps in order, up to one that is done
 // or fails.
 func (r *AddonReconciler) runRenderSteps(ctx context.Context, s *scope) (bool, error) {
+	done, _, err := r.runRenderStepsAt(ctx, s)
+	return done, err
+}
+
+// runRenderStepsAt runs the render steps as runRenderSteps does, and
+// names the step that was done or failed.
+func (r *AddonReconciler) runRenderStepsAt(ctx context.Context, s *scope) (bool, string, error) {
 	for _, st := range r.renderSteps() {
 		done, err := st.run(ctx, s)
 		if err != nil || done {
-			return done, err
+			return done, st.name, err
 		}
 	}
-	return false, nil
+	return false, "", nil
 }
 
 // appliedChart returns the revision applied last and, when the uninstall
@@ -129,22 +168,42 @@ func renderedOther(a *capstanv1.Addon, applied *capstanv1.Revision) bool {
 	return a.Status.Source != applied.Source || a.Status.Version != applied.Version
 }
 
-// fromApplied says, at the look that runs the pre-delete hooks, that the
-// delete hooks are the applied version's.
+// fromApplied says, at the looks before the pre-delete stage is over,
+// that the delete hooks are the applied version's, when that tells
+// something (fromAppliedMessage).
 func (r *AddonReconciler) fromApplied(ctx context.Context, s *scope, applied *capstanv1.Revision, current *capstanv1.ChartSource) {
 	if preDeleteDone(s.addon) {
 		return
 	}
-	asked := current.Version
-	if asked == "" {
-		asked = "the newest stable version"
+	msg := fromAppliedMessage(applied, current, s.hooks)
+	if msg == "" {
+		return
 	}
-	msg := fmt.Sprintf("The delete hooks are those of %s %s, the version applied last (revision %d); spec.chart.version asks for %s, which may never have been applied. "+
-		"They are rendered with the current values, since the applied values are not stored.", applied.Source, applied.Version, applied.Number, asked)
 	logf.FromContext(ctx).Info("Rendering the delete hooks from the applied version", "source", applied.Source, "version", applied.Version, "specVersion", current.Version)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s.addon, nil, "Normal", reasonDeleteHooksFromApplied, "Uninstall", "%s", msg)
 	}
+}
+
+// fromAppliedMessage is the text of the DeleteHooksFromApplied event for a
+// render of the applied revision with the hooks hs, or "" when there is
+// nothing to say: the render has no delete hook, or the spec names exactly
+// the applied version. It holds for a range or no version too, which may
+// well resolve to the applied version.
+func fromAppliedMessage(applied *capstanv1.Revision, current *capstanv1.ChartSource, hs []render.Hook) string {
+	if current.Version == applied.Version || len(hooks.Select(hs, "pre-delete"))+len(hooks.Select(hs, "post-delete")) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("spec.chart.version asks for %s; the delete hooks are those of the applied %s %s (revision %d), "+
+		"rendered with the current values, since the applied values are not stored.", askedVersion(current), applied.Source, applied.Version, applied.Number)
+}
+
+// askedVersion names what spec.chart.version asks for.
+func askedVersion(c *capstanv1.ChartSource) string {
+	if c.Version == "" {
+		return "the newest stable version"
+	}
+	return c.Version
 }
 
 // notFromApplied warns, at the look that runs the pre-delete hooks, that

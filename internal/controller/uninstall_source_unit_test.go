@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
 )
 
 // TestAppliedChart decides the chart the uninstall renders its delete
@@ -57,6 +60,44 @@ func TestAppliedChart(t *testing.T) {
 			}
 			if a.Spec.Chart != nil && *a.Spec.Chart != *before.Chart {
 				t.Errorf("the Addon's spec changed: %+v", a.Spec.Chart)
+			}
+		})
+	}
+}
+
+// TestFromAppliedMessage decides whether an uninstall that renders the
+// applied version says so: only when its render has a delete hook and the
+// spec does not name exactly the applied version, in words that hold for
+// a range or no version too.
+func TestFromAppliedMessage(t *testing.T) {
+	applied := &capstanv1.Revision{Number: 3, Source: "https://charts.example/stable/web", Version: "1.0.0"}
+	hook := func(events ...string) render.Hook {
+		return render.Hook{Object: &unstructured.Unstructured{}, Events: events}
+	}
+	deleting := []render.Hook{hook("pre-install"), hook("pre-delete")}
+	for _, tc := range []struct {
+		name    string
+		version string
+		hooks   []render.Hook
+		want    string // in the message, "" for no message
+	}{
+		{name: "another version", version: "2.0.0", hooks: deleting, want: "asks for 2.0.0; the delete hooks are those of the applied https://charts.example/stable/web 1.0.0 (revision 3)"},
+		{name: "a range", version: ">=1.0.0", hooks: deleting, want: "asks for >=1.0.0; the delete hooks are those of the applied"},
+		{name: "no version", hooks: deleting, want: "asks for the newest stable version; the delete hooks are those of the applied"},
+		{name: "a post-delete hook only", version: "2.0.0", hooks: []render.Hook{hook("post-delete")}, want: "1.0.0 (revision 3)"},
+		{name: "no delete hook", version: "2.0.0", hooks: []render.Hook{hook("pre-install"), hook("post-upgrade")}},
+		{name: "no hook at all", version: "2.0.0"},
+		{name: "the applied version", version: "1.0.0", hooks: deleting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fromAppliedMessage(applied, &capstanv1.ChartSource{Repo: "https://charts.example/stable", Name: "web", Version: tc.version}, tc.hooks)
+			switch {
+			case tc.want == "" && got != "":
+				t.Errorf("message %q, want none", got)
+			case tc.want != "" && !strings.Contains(got, tc.want):
+				t.Errorf("message %q, want it to say %q", got, tc.want)
+			case tc.want != "" && !strings.Contains(got, "current values"):
+				t.Errorf("message %q does not say the values are the current ones", got)
 			}
 		})
 	}
