@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -109,5 +110,34 @@ func TestSecretChecksReadValuesFromConfigMaps(t *testing.T) {
 	code, page = signInAt(t, api.URL, blind).send(t, http.MethodGet, edit, nil)
 	if code != http.StatusOK || !strings.Contains(page, "ConfigMap "+cm) || !strings.Contains(page, "could not be read") {
 		t.Errorf("the edit form for a writer who may not read the ConfigMap: %d; want 200 saying %s could not be read\n%s", code, cm, page)
+	}
+}
+
+// TestConfigMapReadsOfACheckAreBounded: an add whose valuesFrom names more
+// ConfigMaps than an Addon may have (the CRD's maxItems, which the API
+// server enforces only when the Addon is written, after the check) reads
+// none past that bound, and the ConfigMaps it could not read are warned
+// of in at most 10 Warning headers and one that counts the rest.
+func TestConfigMapReadsOfACheckAreBounded(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch"), rbacPolicy("", "configmaps", "get"))
+	var from []map[string]any
+	for i := range 500 {
+		from = append(from, map[string]any{"kind": "ConfigMap", "name": fmt.Sprintf("many-values-%d", i)})
+	}
+	add := map[string]any{"name": "many", "spec": map[string]any{"chart": map[string]any{"url": chartServer.URL + "/refs-1.0.0.tgz"},
+		"values": map[string]any{"name": "n"}, "valuesFrom": from}}
+	code, body, warnings := callWarned(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", add)
+	if code < 400 {
+		t.Errorf("an add with 500 valuesFrom entries: %d; want it refused\n%s", code, body)
+	}
+	var unread []string
+	for _, w := range warnings {
+		if strings.Contains(w, "checked for secret inputs without") {
+			unread = append(unread, w)
+		}
+	}
+	if len(unread) != 11 || !strings.Contains(unread[10], "and 55 more valuesFrom entries") {
+		t.Errorf("%d Warning headers of ConfigMaps not read, the last %q; want 10 and one counting the other 55 (54 past the first 10 of 64, and the 436 past the bound in one)", len(unread), unread[len(unread)-1])
 	}
 }

@@ -151,7 +151,9 @@ func (s *Server) withConfigMaps(check *addons.ChartCheck, c client.Reader, a *ca
 // the server for a check; what they select the controller alone judges.
 // A ConfigMap that cannot be read in the page fetches' time
 // (--page-fetch-timeout) is left out, and unread says so, one message
-// each: the check goes on without it, and nothing is refused for it.
+// each for the first 10 and one that counts the rest
+// (values.UnreadNotes): the check goes on without it, and nothing is
+// refused for it. No entry past the CRD's bound on valuesFrom is read.
 //
 // NOTE: with the writer's own client, never the controller's: a check
 // that read with the controller's rights would tell a writer, by what it
@@ -163,8 +165,8 @@ func (s *Server) configMapLayers(ctx context.Context, c client.Reader, a *capsta
 	ctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
 	defer cancel()
 	layers, failed := values.ReadConfigMaps(ctx, c, a, s.Config.Profile(a))
-	for _, f := range failed {
-		unread = append(unread, fmt.Sprintf("spec.values was checked for secret inputs without %s, which could not be read (%s); the controller judges the values with it, and Blocks the Addon for a secret input that spec.values holds", f.Name, f.Reason))
+	for _, note := range values.UnreadNotes(failed) {
+		unread = append(unread, "spec.values was checked for secret inputs without "+note+"; the controller judges the values with it, and Blocks the Addon for a secret input that spec.values holds")
 	}
 	return layers, unread
 }

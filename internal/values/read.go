@@ -256,6 +256,32 @@ func parseDocument(data []byte, what string) (map[string]any, *InvalidError) {
 	return doc, nil
 }
 
+// MaxValuesFrom is the most valuesFrom entries an Addon may have: the
+// CRD's MaxItems on spec.valuesFrom, which the API server enforces when
+// the Addon is written. ReadConfigMaps, which runs before that write,
+// reads none past it.
+const MaxValuesFrom = 64
+
+// maxUnreadNotes bounds the notes UnreadNotes gives, one for each entry,
+// and one more that counts the rest.
+const maxUnreadNotes = 10
+
+// UnreadNotes says, for a writer's check, which valuesFrom entries
+// ReadConfigMaps left out and why: one note for each of the first 10, and
+// one more that counts the rest, so that a check's warnings (an API
+// answer's Warning headers) stay short however many entries were given.
+func UnreadNotes(unread []UnreadLayer) []string {
+	var notes []string
+	for i, u := range unread {
+		if i == maxUnreadNotes {
+			notes = append(notes, fmt.Sprintf("and %d more valuesFrom entries, which could not be read either", len(unread)-i))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("%s, which could not be read (%s)", u.Name, u.Reason))
+	}
+	return notes
+}
+
 // UnreadLayer is a valuesFrom entry ReadConfigMaps left out.
 type UnreadLayer struct {
 	// Name is the entry's (Layer.Name); Reason says why it was not read.
@@ -272,11 +298,21 @@ type UnreadLayer struct {
 // alone judges what they select. A ConfigMap that cannot be read (missing
 // and not optional, refused, too large, not YAML, or an error of the API
 // server) is left out too, and unread says which and why, so that the
-// check goes on without it and says so.
+// check goes on without it and says so. Only the first MaxValuesFrom
+// entries are read: the API server refuses an Addon with more, and
+// unread says so, once, for the rest.
 func ReadConfigMaps(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile) (layers []Layer, unread []UnreadLayer) {
 	objects := map[objectRef]client.Object{}
 	total := 0
-	for i, ref := range addon.Spec.ValuesFrom {
+	refs := addon.Spec.ValuesFrom
+	if n := len(refs); n > MaxValuesFrom {
+		refs = refs[:MaxValuesFrom]
+		defer func() {
+			unread = append(unread, UnreadLayer{Name: fmt.Sprintf("spec.valuesFrom[%d:%d]", MaxValuesFrom, n),
+				Reason: fmt.Sprintf("valuesFrom has %d entries, and an Addon may have at most %d; the API server refuses it", n, MaxValuesFrom)})
+		}()
+	}
+	for i, ref := range refs {
 		if ref.Kind != "ConfigMap" {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -296,5 +298,51 @@ func TestReadEachDocumentOnceWithinATotalCap(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Read took %v: documents past the cap were parsed", d)
+	}
+}
+
+// ReadConfigMaps, which runs before the API server sees the Addon, reads
+// no entry past the CRD's bound on valuesFrom (MaxValuesFrom, which must
+// be the CRD's maxItems), and UnreadNotes names the first 10 entries left
+// out and counts the rest in one more note.
+func TestReadConfigMapsStopsAtTheCRDsBound(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/capstan.dev_addons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		t.Fatal(err)
+	}
+	from := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["valuesFrom"]
+	if from.MaxItems == nil || *from.MaxItems != MaxValuesFrom {
+		t.Fatalf("the CRD's maxItems on spec.valuesFrom is %v; MaxValuesFrom is %d", from.MaxItems, MaxValuesFrom)
+	}
+
+	const given = 1000
+	refs := make([]capstanv1.ValuesReference, given)
+	for i := range refs {
+		refs[i] = capstanv1.ValuesReference{Kind: "ConfigMap", Name: fmt.Sprintf("app-values-%d", i)}
+	}
+	r := &countingReader{Reader: fake.NewClientBuilder().Build()}
+	layers, unread := ReadConfigMaps(context.Background(), r, addonWith("app", `{}`, refs...), capstanv1.ProfileRestricted)
+	if r.gets != MaxValuesFrom || len(layers) != 0 {
+		t.Errorf("%d entries: %d reads and %d layers; want %d reads, none past the bound, and no layer", given, r.gets, len(layers), MaxValuesFrom)
+	}
+	if len(unread) != MaxValuesFrom+1 || !strings.Contains(unread[MaxValuesFrom].Reason, "valuesFrom has 1000 entries, and an Addon may have at most 64") {
+		t.Fatalf("unread has %d entries, the last %+v; want %d missing and one saying the list is past the bound", len(unread), unread[len(unread)-1], MaxValuesFrom)
+	}
+
+	notes := UnreadNotes(unread)
+	if len(notes) != 11 || notes[10] != fmt.Sprintf("and %d more valuesFrom entries, which could not be read either", len(unread)-10) {
+		t.Errorf("UnreadNotes gave %d notes, the last %q; want 10 and one counting the other %d", len(notes), notes[len(notes)-1], len(unread)-10)
+	}
+	for _, n := range notes[:10] {
+		if !strings.Contains(n, "which could not be read (the ConfigMap does not exist)") {
+			t.Errorf("note %q does not say why the entry was not read", n)
+		}
+	}
+	if got := UnreadNotes(unread[:3]); len(got) != 3 {
+		t.Errorf("3 entries left out gave %d notes; want one each", len(got))
 	}
 }
