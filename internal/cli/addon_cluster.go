@@ -110,6 +110,9 @@ type secretCheck struct {
 	// chartCheckFor: the values check and the warning of unknown secret
 	// inputs take the schema it compiled once.
 	chart *addons.ChartCheck
+	// layered says chart reads the valuesFrom ConfigMaps already
+	// (withConfigMaps).
+	layered bool
 }
 
 // newChartCheck makes a command's ChartCheck; a test replaces it to count
@@ -153,6 +156,37 @@ func (s *secretCheck) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.caFile, "ca-file", "", "PEM certificates to trust for the chart repository or registry, read to check the values for secret inputs")
 }
 
+// withConfigMaps has check compose spec.values with the ConfigMaps that
+// a's valuesFrom names (values.ReadConfigMaps), read with c, the user's
+// own client, never more than the API server would take
+// (values.MaxValuesFrom). The Secrets it names are not read: the
+// controller alone judges what they select. A ConfigMap that cannot be
+// read is said on stderr, and the check goes on without it. The profile
+// is the one the controller recorded for a; a new Addon has none yet,
+// and is read as the cluster profile reads, every ConfigMap that
+// valuesFrom names: the restricted profile reads fewer, and Blocks the
+// Addon for the others. The ConfigMaps are read once for the command.
+func (s *secretCheck) withConfigMaps(cmd *cobra.Command, check *addons.ChartCheck, c client.Reader, a *capstanv1.Addon) {
+	if s.layered || c == nil {
+		return
+	}
+	s.layered = true
+	profile := a.Status.Profile
+	if profile == "" {
+		profile = capstanv1.ProfileCluster
+	}
+	check.Layers(func(ctx context.Context) []addonvalues.Layer {
+		if a.Spec.Chart == nil || len(a.Spec.ValuesFrom) == 0 {
+			return nil
+		}
+		layers, unread := addonvalues.ReadConfigMaps(ctx, c, a, profile)
+		for _, u := range addonvalues.UnreadNotes(unread) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: the values were checked for secret inputs without %s\n", client.ObjectKeyFromObject(a), u)
+		}
+		return layers
+	})
+}
+
 // checkFlags names the flags add registers: those of the chart's fetch,
 // which only the check of the values reads, so that a mode without the
 // check (a git folder, install of an Addon of the cluster) refuses them
@@ -171,7 +205,13 @@ func checkFlags() []string {
 // stderr, with the flag that moves it out, and does not block an edit of
 // other values. A chart that cannot be fetched is said on stderr, and the
 // controller's own check then holds.
-func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec, given map[string]any) error {
+//
+// spec.values is judged composed with the ConfigMaps that a's valuesFrom
+// names (withConfigMaps), read with c, the user's own client, as the
+// controller composes them: a ConfigMap's mode: ldap may make
+// ldap.bindPassword writeOnly.
+func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, c client.Reader, a *capstanv1.Addon, given map[string]any) error {
+	key, spec := client.ObjectKeyFromObject(a), a.Spec
 	if spec.Chart == nil || spec.Values == nil {
 		return nil
 	}
@@ -179,6 +219,7 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	if err != nil {
 		return err
 	}
+	s.withConfigMaps(cmd, check, c, a)
 	// NOTE: with no values before, none is held: every one is set.
 	paths, _, err := check.SecretValuesChanged(cmd.Context(), spec, nil)
 	// NOTE: values that break a rule of their own (more secret values
@@ -541,7 +582,7 @@ func newAddonAddCommand() *cobra.Command {
 				return err
 			}
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: args[0]}, Spec: spec}
-			if err := secrets.check(cmd, cfg, client.ObjectKeyFromObject(a), spec, vals); err != nil {
+			if err := secrets.check(cmd, cfg, c, a, vals); err != nil {
 				return err
 			}
 			secrets.warnUnknown(cmd, cfg, client.ObjectKeyFromObject(a), spec, inputs)
@@ -703,7 +744,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		if err := change(first); err != nil {
 			return err
 		}
-		if err := secrets.check(cmd, cfg, key, first.Spec, vals); err != nil {
+		if err := secrets.check(cmd, cfg, c, first, vals); err != nil {
 			return err
 		}
 		checked = &first.Spec
@@ -717,7 +758,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		if len(vals) == 0 || sameChartAndValues(checked, &a.Spec) {
 			return nil
 		}
-		return secrets.check(cmd, cfg, key, a.Spec, vals)
+		return secrets.check(cmd, cfg, c, a, vals)
 	}, inputs)
 	if err != nil {
 		return err
