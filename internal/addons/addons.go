@@ -103,9 +103,10 @@ type Planner struct {
 	Judge func(ctx context.Context, current, changed *capstanv1.Addon) error
 }
 
-// Plan computes an Addon's whole plan now, with every diff uncut, and
-// writes nothing: no status, no apply, no generated values, no adoption of
-// values objects; only dry runs reach the API server.
+// Plan computes an Addon's whole plan now, with every diff uncut up to
+// plan.MaxFullDiffBytes (128 KiB) each, and writes nothing: no status, no
+// apply, no generated values, no adoption of values objects; only dry runs
+// reach the API server.
 func (p Planner) Plan(ctx context.Context, key client.ObjectKey) (*capstanv1.Addon, *capstanv1.Plan, error) {
 	return p.PlanChange(ctx, key, nil)
 }

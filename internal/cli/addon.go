@@ -352,7 +352,7 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs, whole
 	case p.DiffsTruncated && whole:
 		fmt.Fprintf(w, "Some diffs were cut at %d KiB each, the most of one object's diff a whole plan shows: each says how much of it is left out.\n", plan.MaxFullDiffBytes>>10)
 	case p.DiffsTruncated:
-		fmt.Fprintln(w, "Some diffs were cut to keep the Addon small: `capstan plan NAME` computes the whole plan.")
+		fmt.Fprintf(w, "Some diffs were cut to keep the Addon small: `capstan plan NAME` computes the whole plan, with each diff up to %d KiB.\n", plan.MaxFullDiffBytes>>10)
 	}
 }
 

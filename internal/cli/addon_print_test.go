@@ -226,7 +226,7 @@ func TestPrintWholePlanSaysWhereDiffsWereCut(t *testing.T) {
 	var status, whole bytes.Buffer
 	printAddon(&status, a, p, true, false)
 	printAddon(&whole, a, p, true, true)
-	if !strings.Contains(status.String(), "`capstan plan NAME` computes the whole plan") {
+	if !strings.Contains(status.String(), "`capstan plan NAME` computes the whole plan, with each diff up to 128 KiB.") {
 		t.Errorf("the status's plan does not point to capstan plan:\n%s", status.String())
 	}
 	if strings.Contains(whole.String(), "`capstan plan NAME`") || !strings.Contains(whole.String(), "cut at 128 KiB each") {

@@ -62,7 +62,8 @@ const (
 	// diffForStatus computes a diff for status: one past maxDiffWork only
 	// counts its lines.
 	diffForStatus diffMode = iota
-	// diffFull computes every diff whole, for `capstan plan`.
+	// diffFull computes every diff whole, for `capstan plan`, which then
+	// shows each up to MaxFullDiffBytes.
 	diffFull
 	// diffNone computes no diff: status has no room left for it.
 	diffNone
@@ -187,7 +188,7 @@ func walkChanges(path []any, from, to any, change func(op string, path []any, be
 // where they differ (the lines that change, and the breaks where lines
 // alike on both sides follow another order: a list rendered in random
 // order). Past it, the diff says how many lines
-// change, and `capstan plan` shows it whole.
+// change, and `capstan plan` shows it whole up to MaxFullDiffBytes.
 //
 // NOTE: difflib's matching takes time that grows about as the lines
 // compared times the blocks of lines that match between the changes: 16 s
@@ -249,7 +250,7 @@ func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructur
 		if removed+added == 0 {
 			changes = "lines in another order"
 		}
-		return fmt.Sprintf("--- %s\n+++ %s\n%s%s, between line %d and line %d; run `capstan plan` for the whole diff)\n",
+		return fmt.Sprintf("--- %s\n+++ %s\n%s%s, between line %d and line %d; run `capstan plan` for the diff, which it shows up to 128 KiB)\n",
 			d.FromFile, d.ToFile, countedMark, changes, pre+1, pre+max(len(midA), len(midB))), true, nil
 	}
 	start := pre - min(pre, d.Context)

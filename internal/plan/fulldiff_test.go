@@ -35,8 +35,13 @@ func TestAWholePlanBoundsOneObjectsDiff(t *testing.T) {
 	if !ok || !strings.HasPrefix(huge, kept+"\n") {
 		t.Fatalf("the cut diff is not the diff's start, cut at a line's end, then a note: %q", got[max(0, len(got)-200):])
 	}
-	left := huge[len(kept):]
-	want := fmt.Sprintf("%d KiB: %d more lines (%d bytes) left out; Capstan shows no more of one object's diff\n", MaxFullDiffBytes>>10, strings.Count(left, "\n"), len(left))
+	// NOTE: counted from the lines made and the lines kept, not as
+	// cutFull counts them: huge has 80000 lines of values and 3 of the
+	// diff's head, each ending in a newline, and kept ends in a whole
+	// line whose newline the note's first stands for.
+	keptLines := strings.Count(kept, "\n") + 1
+	leftLines, leftBytes := 80000+3-keptLines, len(huge)-len(kept)-1
+	want := fmt.Sprintf("%d KiB: %d more lines (%d bytes) left out; Capstan shows no more of one object's diff\n", MaxFullDiffBytes>>10, leftLines, leftBytes)
 	if note != want {
 		t.Errorf("the note says %q; want %q", note, want)
 	}
@@ -45,5 +50,23 @@ func TestAWholePlanBoundsOneObjectsDiff(t *testing.T) {
 	}
 	if p.Objects[1].Diff != small || p.Objects[1].DiffTruncated {
 		t.Errorf("a small diff in a whole plan is %q (cut: %v); want it whole", p.Objects[1].Diff, p.Objects[1].DiffTruncated)
+	}
+}
+
+// TestCutDiffsSayHowMuchCapstanPlanShows: the notes of status's diffs
+// that send the reader to `capstan plan` say that it shows each diff only
+// up to MaxFullDiffBytes, not the whole of it.
+func TestCutDiffsSayHowMuchCapstanPlanShows(t *testing.T) {
+	bound := fmt.Sprintf("up to %d KiB", MaxFullDiffBytes>>10)
+	live, desired := dashboard(5000, "a"), dashboard(5000, "b")
+	counted, err := Compare(desired, live, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, _ := capDiff(strings.Repeat("+  a line of the diff\n", 2000), MaxTotalDiffBytes, false)
+	for what, text := range map[string]string{"a cut diff": cut, "a diff only counted": counted.Diff} {
+		if !strings.Contains(text, "`capstan plan`") || !strings.Contains(text, bound) || strings.Contains(text, "whole diff") {
+			t.Errorf("%s ends %q; want it to send the reader to `capstan plan`, saying it shows the diff %s", what, text[max(0, len(text)-160):], bound)
+		}
 	}
 }

@@ -452,7 +452,12 @@ func cutFull(diff string) string {
 		return diff
 	}
 	cut := max(strings.LastIndexByte(diff[:MaxFullDiffBytes-maxFullNote], '\n'), 0)
-	left := diff[cut:]
+	// NOTE: the newline at cut ends the last line kept, which the note's
+	// own newline stands for: what is left out starts after it.
+	left := diff
+	if cut > 0 {
+		left = diff[cut+1:]
+	}
 	return diff[:cut] + fmt.Sprintf(fullNote, MaxFullDiffBytes>>10, strings.Count(left, "\n"), len(left))
 }
 
@@ -464,8 +469,9 @@ const fullNote = "\n... diff cut at %d KiB: %d more lines (%d bytes) left out; C
 // maxFullNote is the room fullNote takes at most.
 const maxFullNote = len(fullNote) + 3*20
 
-// truncatedNote ends a diff that capDiff cut.
-const truncatedNote = "\n... diff truncated; run `capstan plan` for the whole diff\n"
+// truncatedNote ends a diff that capDiff cut. A whole plan shows one
+// object's diff up to MaxFullDiffBytes (128 KiB), no more.
+const truncatedNote = "\n... diff truncated; run `capstan plan` for more of it: it shows each diff up to 128 KiB\n"
 
 // diffRoom reports whether budget, what status keeps of the diffs still,
 // has room for any of the next one.

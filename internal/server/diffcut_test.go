@@ -38,10 +38,10 @@ func TestPageSaysWhichDiffsWereCut(t *testing.T) {
 		Summary: capstanv1.PlanSummary{Create: 2, Update: 1},
 		Objects: []capstanv1.PlannedObject{
 			{ObjectRef: ref("ConfigMap", "first"), Action: capstanv1.ActionUpdate, DiffTruncated: true,
-				Diff: "--- live\n+++ planned\n@@ -1,2 +1,2 @@\n data:\n-  a: old\n+  a: new\n... diff truncated; run `capstan plan` for the whole diff\n"},
+				Diff: "--- live\n+++ planned\n@@ -1,2 +1,2 @@\n data:\n-  a: old\n+  a: new\n... diff truncated; run `capstan plan` for more of it: it shows each diff up to 128 KiB\n"},
 			{ObjectRef: ref("Deployment", "web"), Action: capstanv1.ActionUpdate, DiffTruncated: true},
 			{ObjectRef: ref("CustomResourceDefinition", "widgets"), Action: capstanv1.ActionUpdate, DiffTruncated: true,
-				Diff: "--- live/CustomResourceDefinition/widgets\n+++ planned/CustomResourceDefinition/widgets\n(diff too large to show here: 714 lines removed and 714 added, between line 7 and line 4998; run `capstan plan` for the whole diff)\n"},
+				Diff: "--- live/CustomResourceDefinition/widgets\n+++ planned/CustomResourceDefinition/widgets\n(diff too large to show here: 714 lines removed and 714 added, between line 7 and line 4998; run `capstan plan` for the diff, which it shows up to 128 KiB)\n"},
 			{ObjectRef: ref("ConfigMap", "waits-for-its-namespace"), Action: capstanv1.ActionCreate},
 		},
 	}
