@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func TestParseTargetPath(t *testing.T) {
@@ -215,6 +217,33 @@ func TestSecretInputPathsRoundTrip(t *testing.T) {
 		}
 		if e.Path == "/pins/" && !strings.Contains(e.Message, "no targetPath can name") {
 			t.Errorf("the error at %s says %q; want it to say no targetPath names it", e.Path, e.Message)
+		}
+	}
+}
+
+// TestWriteOnlyPathsNameAPathOnce: spec.values and a ConfigMap layered
+// over it that both set a writeOnly path each give an error there; the
+// refusal names the path once.
+func TestWriteOnlyPathsNameAPathOnce(t *testing.T) {
+	s, err := ParseSchema("app", []byte(`{"type": "object", "properties": {
+		"ldap": {"type": "object", "properties": {"bindPassword": {"type": "string", "writeOnly": true}}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{"ldap": map[string]any{"bindPassword": "a"}}
+	cm := Layer{Ref: capstanv1.ValuesReference{Kind: "ConfigMap", Name: "app-values"}, Doc: map[string]any{"ldap": map[string]any{"bindPassword": "b"}}}
+	errs := s.checkWriteOnly(Sources{Spec: vals, From: []Layer{cm}}, nil)
+	if len(errs) != 2 {
+		t.Fatalf("checkWriteOnly gave %d errors; want one for spec.values and one for the ConfigMap: %v", len(errs), errs)
+	}
+	for _, before := range []map[string]any{nil, vals} {
+		set, held, _ := WriteOnlyPaths(errs, vals, before)
+		var names []string
+		for _, p := range append(set, held...) {
+			names = append(names, p.Name)
+		}
+		if !slices.Equal(names, []string{"ldap.bindPassword"}) {
+			t.Errorf("with values before %v, WriteOnlyPaths names %q; want ldap.bindPassword once", before, names)
 		}
 	}
 }

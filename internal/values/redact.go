@@ -407,7 +407,11 @@ func secretInputPath(tree any, segs []string) SecretInputPath {
 // --secret-input take back as it is, and which lands where the value is.
 // An error at a path vals does not hold is a ConfigMap's, which the
 // writer composed over vals and does not write: it stays in rest.
+//
+// A path is named once, though spec.values and a ConfigMap layered over it
+// both set it, and each then has its own error there.
 func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []SecretInputPath, rest []capstanv1.ValuesError) {
+	named := map[string]bool{}
 	for _, e := range errs {
 		if e.Rule != RuleWriteOnly {
 			rest = append(rest, e)
@@ -420,11 +424,17 @@ func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (
 			rest = append(rest, e)
 			continue
 		}
+		first := !named[e.Path]
+		named[e.Path] = true
 		if was, had := lookup(before, segs); had && sameJSON(now, was) {
-			held = append(held, secretInputPath(vals, segs))
+			if first {
+				held = append(held, secretInputPath(vals, segs))
+			}
 			continue
 		}
-		set = append(set, secretInputPath(vals, segs))
+		if first {
+			set = append(set, secretInputPath(vals, segs))
+		}
 		rest = append(rest, e)
 	}
 	return set, held, rest
