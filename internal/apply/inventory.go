@@ -72,7 +72,9 @@ func Subtract(a, b []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 }
 
 // PruneSet returns what pruning would delete: objects in the old inventory
-// that the new render no longer has, except the never-delete kinds. An empty
+// that the new render no longer has, except the never-delete kinds (which
+// leave the inventory undeleted, whether the add-on prunes or not:
+// Released). An empty
 // render never prunes: it is far more likely a broken source than a wish to
 // delete everything. A render that holds nothing of a kind Capstan deletes
 // counts as empty: a chart's crds/ are rendered whatever its values say, so
@@ -85,6 +87,28 @@ func PruneSet(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 	var out []capstanv1.ObjectRef
 	for _, r := range Subtract(inventory, rendered) {
 		if Deletable(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Released returns the objects of the never-delete kinds in the old
+// inventory that the new render no longer has: they leave the inventory
+// running, never deleted, so that an add-on holds such an object only
+// while it renders it. Another add-on that renders it (a CRD moved into
+// an add-on of its own) then adopts it as any object let go, and applies
+// its changes with its own labels, instead of being held off it for ever
+// by an add-on that no longer has it. PruneSet's guard holds: a render
+// with nothing of a kind Capstan deletes (a broken source, a failed
+// template) releases nothing.
+func Released(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
+	if !slices.ContainsFunc(rendered, Deletable) {
+		return nil
+	}
+	var out []capstanv1.ObjectRef
+	for _, r := range Subtract(inventory, rendered) {
+		if !Deletable(r) {
 			out = append(out, r)
 		}
 	}

@@ -48,3 +48,33 @@ func TestPruneSetOfARenderWithNothingDeletable(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedOfARenderWithNothingDeletable: what of a kind never deleted
+// the render no longer has leaves the inventory, but a render with
+// nothing of a kind Capstan deletes releases nothing, as it prunes
+// nothing.
+func TestReleasedOfARenderWithNothingDeletable(t *testing.T) {
+	crds, deployments, namespace := chartInventory()
+	inventory := slices.Concat(crds, deployments, []capstanv1.ObjectRef{namespace})
+	for _, tc := range []struct {
+		name     string
+		rendered []capstanv1.ObjectRef
+		want     int
+	}{
+		{name: "nothing rendered", rendered: nil, want: 0},
+		{name: "only the Namespace rendered", rendered: []capstanv1.ObjectRef{namespace}, want: 0},
+		{name: "everything rendered", rendered: inventory, want: 0},
+		{name: "the Deployments and the Namespace rendered", rendered: slices.Concat(deployments, []capstanv1.ObjectRef{namespace}), want: len(crds)},
+		{name: "one Deployment rendered", rendered: deployments[:1], want: len(crds) + 1},
+	} {
+		got := Released(inventory, tc.rendered)
+		if len(got) != tc.want {
+			t.Errorf("%s: released %v, want %d objects", tc.name, got, tc.want)
+		}
+		for _, r := range got {
+			if Deletable(r) {
+				t.Errorf("%s: released %s, of a kind a prune deletes", tc.name, r.Describe())
+			}
+		}
+	}
+}

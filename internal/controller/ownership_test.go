@@ -373,3 +373,138 @@ func TestAddonsSharingANeverDeleteKindShowTheirConflict(t *testing.T) {
 		t.Errorf("one is %s; want Synced", a.Status.Phase)
 	}
 }
+
+// movableNamespaceChart publishes a chart that renders a Namespace named
+// shared, labelled with the value team (a by default), unless the value
+// noNamespace is set, and a ConfigMap.
+func movableNamespaceChart(t *testing.T, name, shared string) string {
+	t.Helper()
+	url, _ := charts.publish(t, chart{name: name, version: "1.0.0", files: map[string]string{
+		"templates/ns.yaml": "{{ if not .Values.noNamespace }}apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + shared + "\n  labels:\n    team: {{ .Values.team | default \"a\" | quote }}\n{{ end }}\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  x: \"a\"\n",
+	}})
+	return url
+}
+
+// TestANeverDeleteKindMovedToAnotherAddonIsLetGo: one add-on creates a
+// Namespace, then its render drops it (a CRD moved into an add-on of its
+// own): the sync leaves it running and drops it from the inventory. A
+// second add-on, with spec.adopt, renders it and adopts it, and its next
+// change of it is applied, not Blocked by the first, which no longer
+// renders it. The Namespace is never deleted.
+func TestANeverDeleteKindMovedToAnotherAddonIsLetGo(t *testing.T) {
+	ns1, ns2 := newNamespace(t), newNamespace(t)
+	shared, oneName, twoName := sharedNames(ns1, "moved")
+	url := movableNamespaceChart(t, "movedns", shared)
+	one := create(t, newAddon(controllerNS, oneName, url, withTarget(ns1)))
+	waitPhase(t, one, capstanv1.PhaseSynced)
+	first := live(t, "v1", "Namespace", "", shared)
+	if first == nil {
+		t.Fatalf("one did not create the Namespace %s", shared)
+	}
+
+	update(t, one, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`noNamespace: true`) })
+	got := waitFor(t, one, 90*time.Second, "one to sync without the Namespace", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	for _, ref := range capstanv1.RefsOf(got.Status.Inventory) {
+		if ref.Kind == "Namespace" && ref.Name == shared {
+			t.Errorf("one's inventory still holds the Namespace %s, which its render no longer has", shared)
+		}
+	}
+
+	two := create(t, newAddon(controllerNS, twoName, url, withTarget(ns2), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
+	waitPhase(t, two, capstanv1.PhaseSynced)
+	update(t, two, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`team: b`) })
+	got = waitFor(t, two, 90*time.Second, "two to settle", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && (cur.Status.Phase == capstanv1.PhaseBlocked || cur.Status.Phase == capstanv1.PhaseSynced)
+	})
+	if r := condition(got, capstanv1.ConditionReady); got.Status.Phase != capstanv1.PhaseSynced {
+		t.Fatalf("two's change of the Namespace it adopted is %s: %s: %s; want it applied", got.Status.Phase, r.Reason, r.Message)
+	}
+	now := live(t, "v1", "Namespace", "", shared)
+	if now == nil || now.GetUID() != first.GetUID() {
+		t.Fatalf("the Namespace was deleted or made anew: %v", now)
+	}
+	if l := now.GetLabels(); l["team"] != "b" || !getAddon(t, two).LabelledFor(l) {
+		t.Errorf("the Namespace has labels %v; want two's, with team b", l)
+	}
+	if a := getAddon(t, one); a.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("one is %s; want Synced", a.Status.Phase)
+	}
+}
+
+// TestASharedNeverDeleteKindIsFreedWhenTheHolderDropsIt: two add-ons
+// share a Namespace, the second having adopted it as it is; the second's
+// change of it is Blocked while the first holds it. Once the first's
+// render drops it and syncs, the second applies its change, with its
+// own labels, and the Namespace is never deleted.
+func TestASharedNeverDeleteKindIsFreedWhenTheHolderDropsIt(t *testing.T) {
+	ns1, ns2 := newNamespace(t), newNamespace(t)
+	shared, oneName, twoName := sharedNames(ns1, "freed")
+	url := movableNamespaceChart(t, "freedns", shared)
+	one := create(t, newAddon(controllerNS, oneName, url, withTarget(ns1)))
+	waitPhase(t, one, capstanv1.PhaseSynced)
+	first := live(t, "v1", "Namespace", "", shared)
+	two := create(t, newAddon(controllerNS, twoName, url, withTarget(ns2), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
+	waitPhase(t, two, capstanv1.PhaseSynced)
+	update(t, two, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`team: b`) })
+	got := waitFor(t, two, 90*time.Second, "two to settle", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && (cur.Status.Phase == capstanv1.PhaseBlocked || cur.Status.Phase == capstanv1.PhaseSynced)
+	})
+	if r := condition(got, capstanv1.ConditionReady); got.Status.Phase != capstanv1.PhaseBlocked || r.Reason != plan.ReasonOtherAddon {
+		t.Fatalf("two's change of the Namespace one holds is %s: %s: %s; want Blocked %s", got.Status.Phase, r.Reason, r.Message, plan.ReasonOtherAddon)
+	}
+
+	update(t, one, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`noNamespace: true`) })
+	waitFor(t, two, 90*time.Second, "two to apply its change once one let the Namespace go", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	now := live(t, "v1", "Namespace", "", shared)
+	if now == nil || now.GetUID() != first.GetUID() {
+		t.Fatalf("the Namespace was deleted or made anew: %v", now)
+	}
+	if l := now.GetLabels(); l["team"] != "b" || !getAddon(t, two).LabelledFor(l) {
+		t.Errorf("the Namespace has labels %v; want two's, with team b", l)
+	}
+	for _, ref := range capstanv1.RefsOf(getAddon(t, one).Status.Inventory) {
+		if ref.Kind == "Namespace" && ref.Name == shared {
+			t.Errorf("one's inventory still holds the Namespace %s, which its render no longer has", shared)
+		}
+	}
+}
+
+// TestTheCreatedNamespaceStaysInTheInventory: the Namespace that
+// spec.createNamespace adds is not part of the render, but the add-on
+// asks for it: a sync of a new render keeps it in the inventory, as a
+// Namespace the render no longer has would not be.
+func TestTheCreatedNamespaceStaysInTheInventory(t *testing.T) {
+	home := newNamespace(t)
+	target := home + "-app"
+	url, _ := charts.publish(t, chart{name: "creatednsapp", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  x: {{ .Values.x | default \"a\" | quote }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "createdns-"+home[len(home)-5:], url, withTarget(target), withSpec(func(s *capstanv1.AddonSpec) { s.CreateNamespace = true })))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`x: b`) })
+	got := waitFor(t, a, 90*time.Second, "the change synced", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if cm := live(t, "v1", "ConfigMap", target, "cm"); cm == nil || cm.Object["data"].(map[string]any)["x"] != "b" {
+		t.Fatalf("the change was not applied: %v", cm)
+	}
+	held := false
+	for _, ref := range capstanv1.RefsOf(got.Status.Inventory) {
+		held = held || ref.Kind == "Namespace" && ref.Name == target
+	}
+	if !held {
+		t.Errorf("the inventory lost the Namespace spec.createNamespace adds: %v", got.Status.Inventory)
+	}
+	if p := got.Status.Plan; p != nil {
+		for _, n := range p.Notices {
+			if strings.Contains(n.Message, "never deletes") && strings.Contains(n.Message, target) {
+				t.Errorf("the plan says the created Namespace leaves the inventory: %s", n.Message)
+			}
+		}
+	}
+}

@@ -119,6 +119,7 @@ type scope struct {
 	changes      []string                              // what the plan changes (plan.Changes)
 	prune        []capstanv1.ObjectRef
 	kept         []apply.Spared        // what leaves the inventory running: an annotation keeps it (apply.KeptBy), or a folder holds it now as a hook or leaves it out (leftOut)
+	released     []capstanv1.ObjectRef // what of a kind never deleted the render no longer has: it leaves the inventory running (apply.Released)
 	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)
 	pruneUIDs    map[string]types.UID  // by ObjectRef.Key: the UID of each object of prune as keptFromPrune read it
 	sharedWith   map[string]string     // by ObjectRef.Key: the Addon ("namespace/name") that holds an object of a kind never deleted that this plan leaves as it is (markOtherAddons)

@@ -91,7 +91,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
-		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(slices.Concat(s.kept, s.notOurs)), Confirmed: s.confirm,
+		Keep: s.keepFrom(apply.Pruning), Kept: slices.Concat(sparedRefs(slices.Concat(s.kept, s.notOurs)), s.released), Confirmed: s.confirm,
 		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Creates: creates, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		KeepOwners: func(obj *unstructured.Unstructured) bool { return keepsOwners(s, obj) },
 		// NOTE: with no pre hooks there is nothing a restart could run
@@ -190,6 +190,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		spared = append(spared, left...)
 	}
 	r.reportSpared(ctx, s, "Prune", spared)
+	if len(s.released) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.released[0].Key() }) {
+		log.Info("Dropped from the inventory, running, objects of a kind never deleted that the render no longer has", "objects", describeAll(s.released))
+	}
 	if r.endedByWave(ctx, s, err) {
 		return true, nil
 	}

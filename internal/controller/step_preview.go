@@ -51,6 +51,13 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Rendered = s.objects
 		in.Objects = s.previews
 		s.kept, s.confirm, s.notOurs, s.claimsKept, s.claimsGo, s.pruneUIDs = s.leftOutOfInventory(), nil, nil, nil, nil, nil
+		// NOTE: whether the add-on prunes or not: these kinds are never
+		// deleted, and one the inventory kept would hold off another
+		// add-on that renders it now (markOtherAddons). The Namespace
+		// spec.createNamespace adds counts as rendered here, unlike for
+		// the prune's empty-render guard: the add-on holds it while it
+		// asks for it.
+		s.released = apply.Subtract(apply.Released(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects)), sparedRefs(s.kept))
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
@@ -111,6 +118,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
 			"%d object(s) the render no longer applies are marked to be kept, or never to be applied, so the sync leaves them running and drops them from the inventory, as Helm, Flux and Argo CD do: %s",
 			len(s.kept), describeKept(s.kept, 5))})
+	}
+	if len(s.released) > 0 {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+			"%d object(s) of a kind Capstan never deletes (CRDs, Namespaces, volumes) that the render no longer has leave the inventory and stay running, not deleted; another add-on that renders one may then adopt it: %s",
+			len(s.released), describeKept(refsSpared(s.released), 5))})
 	}
 	if len(s.notOurs) > 0 {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
@@ -653,6 +665,15 @@ func sparedRefs(spared []apply.Spared) []capstanv1.ObjectRef {
 		refs = append(refs, sp.Ref)
 	}
 	return refs
+}
+
+// refsSpared are refs as spared objects, with nothing that keeps them.
+func refsSpared(refs []capstanv1.ObjectRef) []apply.Spared {
+	out := make([]apply.Spared, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, apply.Spared{Ref: r})
+	}
+	return out
 }
 
 // describeAll names each of refs.

@@ -29,8 +29,8 @@ type State struct {
 	AppliedPlans []string
 	// Inventory counts the objects the add-on applied before that a prune
 	// may delete: the never-delete kinds (apply.Deletable) are left out.
-	// They never leave the inventory, and a chart's CRDs and Namespaces
-	// would otherwise make every workload a small share of it.
+	// A chart's CRDs and Namespaces would otherwise make every workload a
+	// small share of it.
 	Inventory int
 	// PruneThreshold is the share of the inventory a plan may delete
 	// without an approval; 0 turns the gate off.
@@ -207,7 +207,7 @@ func OtherAddons(s State) (Verdict, bool) {
 	}
 	if !apply.Deletable(taken[0].ObjectRef) {
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonOtherAddon,
-			Message: fmt.Sprintf("%d object(s) shared with another add-on would change, first %s, which Addon %s holds in its inventory and applied last; add-ons may share a kind Capstan never deletes, but not apply different fields to it, or each would undo the other's on every sync. Render it here as that add-on does (the plan's diff shows how they differ), or leave it out of one of them; if that add-on no longer renders it, remove its labels %s and %s from the object, and this add-on applies it",
+			Message: fmt.Sprintf("%d object(s) shared with another add-on would change, first %s, which Addon %s holds in its inventory and applied last; add-ons may share a kind Capstan never deletes, but not apply different fields to it, or each would undo the other's on every sync. Render it here as that add-on does (the plan's diff shows how they differ), or leave it out of one of them; if that add-on no longer renders it, its next sync drops it from its inventory, and this add-on applies it then (or remove its labels %s and %s from the object)",
 				len(taken), taken[0].Describe(), taken[0].ManagedBy, capstanv1.AddonLabel, capstanv1.AddonNamespaceLabel)}, true
 	}
 	return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonOtherAddon,
