@@ -19,7 +19,7 @@ type step struct {
 // renderSteps fetch the source, resolve the values, render and prepare the
 // objects: what the sync, `capstan plan` and the delete hooks share.
 func (r *AddonReconciler) renderSteps() []step {
-	return []step{{"Cluster", r.selectTarget}, {stageFetch, r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}, {"Generated", r.keepGenerated}}
+	return []step{{"Cluster", r.selectTarget}, {"Fetch", r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}, {"Generated", r.keepGenerated}}
 }
 
 // planSteps are the profile check, the render steps, then the fields

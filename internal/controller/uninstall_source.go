@@ -97,7 +97,10 @@ func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, 
 	return done, err
 }
 
-// stageFetch is the name of the render step that fetches the source.
+// stageFetch is the name of the render step that fetches the source
+// (renderSteps, which spells it out so that the docs' test of the reasons
+// reads FetchFailed there; TestStageFetchNamesTheFetchStep holds the two
+// together).
 const stageFetch = "Fetch"
 
 // appliedUnrendered runs none of the delete hooks, since the applied

@@ -102,3 +102,16 @@ func TestFromAppliedMessage(t *testing.T) {
 		})
 	}
 }
+
+// TestStageFetchNamesTheFetchStep: the uninstall tells a source it could
+// not fetch from a render that failed by the name of the step that
+// stopped, so stageFetch must be the fetch step's name.
+func TestStageFetchNamesTheFetchStep(t *testing.T) {
+	var names []string
+	for _, st := range (&AddonReconciler{}).renderSteps() {
+		names = append(names, st.name)
+	}
+	if len(names) < 2 || names[1] != stageFetch {
+		t.Errorf("the render steps are %q; want the second named %q, the fetch", names, stageFetch)
+	}
+}
