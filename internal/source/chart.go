@@ -149,11 +149,11 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, 
 		if err != nil {
 			return nil, err
 		}
-		c, _, err := f.verify(netguard.Redact(u.String()), data, spec.Digest)
+		c, _, err := f.verify(netguard.ShownAddress(u, u).String(), data, spec.Digest)
 		if err != nil {
 			return nil, err
 		}
-		c.credHost = u.Host
+		c.fetchURL, c.credHost = u.String(), u.Host
 		return c, nil
 	})
 }
@@ -199,10 +199,16 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if err != nil {
 		return nil, fmt.Errorf("chart %s %s in %s: index.yaml has an invalid URL: %w", spec.Name, cv.Version, base, err)
 	}
-	au, err := parseHTTPS(archiveURL, "the archive URL in index.yaml")
+	au, err := parseHTTPS(archiveURL, "the archive URL in index.yaml", base)
 	if err != nil {
 		return nil, err
 	}
+	// NOTE: index.yaml, read with the repository's credentials, may name a
+	// signed address (an S3 or GCS link, a ?token= download), and Helm
+	// copies spec.chart.repo's query onto a relative one: what a reader of
+	// the Addon may see of it is the repository's rule for a redirect,
+	// never its query, and only the origin of another host.
+	shown := netguard.ShownAddress(au, base).String()
 	key := "repo\x00" + base.String() + "\x00" + spec.Name + "\x00" + cv.Version + "\x00" + creds.cacheKey()
 	// NOTE: a version pushed again (ChartMuseum, Artifactory and Harbor
 	// allow an overwrite) keeps its name and version; the digest the index
@@ -218,7 +224,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		if err != nil {
 			return nil, err
 		}
-		c, _, err := f.verify(netguard.Redact(au.String()), data, spec.Digest)
+		c, _, err := f.verify(shown, data, spec.Digest)
 		if err != nil {
 			return nil, err
 		}
@@ -226,13 +232,13 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		// differs was changed behind the index, or the mirror is broken.
 		if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" && "sha256:"+want != c.digest {
 			return nil, fmt.Errorf("the archive at %s has digest %s, but index.yaml lists sha256:%s; the repository is broken or the archive was changed after it was indexed, and nothing was applied",
-				netguard.Redact(au.String()), c.digest, want)
+				shown, c.digest, want)
 		}
 		if c.name != spec.Name || c.version != cv.Version {
 			return nil, fmt.Errorf("the archive at %s holds chart %s %s, but index.yaml lists it as %s %s; the repository is broken",
-				netguard.Redact(au.String()), c.name, c.version, spec.Name, cv.Version)
+				shown, c.name, c.version, spec.Name, cv.Version)
 		}
-		c.credHost = base.Host
+		c.fetchURL, c.credHost = au.String(), base.Host
 		return c, nil
 	})
 	if err != nil {
@@ -429,19 +435,29 @@ func indexEntryError(cv *repo.ChartVersion) error {
 }
 
 // parseHTTPS parses a URL that must be https, without credentials in it.
-func parseHTTPS(raw, field string) (*url.URL, error) {
+// Its errors show raw without its query, and only by its origin when own
+// is given and raw is on another (an address index.yaml names).
+func parseHTTPS(raw, field string, own ...*url.URL) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a URL: %v", field, netguard.Redact(raw))
+		shown, _, _ := strings.Cut(netguard.Redact(raw), "?")
+		if len(own) > 0 {
+			return nil, fmt.Errorf("%s is not a URL", field)
+		}
+		return nil, fmt.Errorf("%s is not a URL: %v", field, shown)
 	}
+	if len(own) == 0 {
+		own = []*url.URL{u}
+	}
+	shown := netguard.ShownAddress(u, own...)
 	if u.Scheme != "https" {
-		return nil, fmt.Errorf("%s %s must be an https URL", field, netguard.Redact(raw))
+		return nil, fmt.Errorf("%s %s must be an https URL", field, shown)
 	}
 	if u.User != nil {
 		return nil, fmt.Errorf("%s must not hold credentials; put them in a Secret and name it in secretRef", field)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%s %s has no host", field, netguard.Redact(raw))
+		return nil, fmt.Errorf("%s %s has no host", field, shown)
 	}
 	return u, nil
 }

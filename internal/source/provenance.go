@@ -47,7 +47,11 @@ func (f *Fetcher) Provenance(ctx context.Context, c *Chart, creds *Credentials) 
 	if strings.HasPrefix(c.URL, "oci://") || c.URL == "" {
 		return nil, &SignatureError{Err: errors.New("a provenance file is checked for charts from a chart repository or an https archive; this chart comes from an OCI registry: use verify.cosign")}
 	}
-	u, err := url.Parse(c.URL)
+	addr := c.fetchURL
+	if addr == "" {
+		addr = c.URL
+	}
+	u, err := url.Parse(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,9 @@ type Chart struct {
 	Name, Version string
 	// Digest is "sha256:<hex>" of the archive bytes.
 	Digest string
-	// URL is where it came from: the archive URL, or the OCI reference.
+	// URL is where it came from, as it may be shown: the archive's address
+	// without its query (only its origin for an archive that a chart
+	// repository's index names on another host), or the OCI reference.
 	URL string
 	// Manifest is the OCI manifest's digest, for a chart from a registry:
 	// what a cosign signature signs.
@@ -206,6 +208,10 @@ type Chart struct {
 	// spec.chart.url. Its provenance file is fetched with them only from
 	// there; empty sends them nowhere.
 	credHost string
+	// fetchURL is the address the archive was fetched from, query and all,
+	// for its provenance file; empty for a chart from an OCI registry or a
+	// file.
+	fetchURL string
 }
 
 // Tree is one commit of a git repository.
@@ -235,6 +241,8 @@ type cachedChart struct {
 	manifest string
 	// credHost is the host the credentials are sent to (Chart.credHost).
 	credHost string
+	// fetchURL is the address the archive was fetched from (Chart.fetchURL).
+	fetchURL string
 }
 
 // matches reports whether the chart satisfies a digest pin.
@@ -243,7 +251,7 @@ func (c *cachedChart) matches(pinned string) bool {
 }
 
 func (c *cachedChart) chart() *Chart {
-	return &Chart{Chart: CloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost}
+	return &Chart{Chart: CloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost, fetchURL: c.fetchURL}
 }
 
 // FetchError is a failed fetch from a source. It never holds credentials.
@@ -328,7 +336,7 @@ func (a httpAuth) apply(req *http.Request) error {
 		return nil
 	}
 	if req.URL.Scheme != "https" {
-		return fmt.Errorf("credentials are only sent over https, and %s is not https", netguard.Redact(req.URL.String()))
+		return fmt.Errorf("credentials are only sent over https, and %s is not https", netguard.ShownAddress(req.URL, req.URL))
 	}
 	switch {
 	case a.creds.hasBasic():
@@ -348,7 +356,7 @@ func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit i
 
 // getWith is get through client.
 func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
-	shown := netguard.Redact(rawURL)
+	shown := shownFetchAddress(rawURL, auth)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, &FetchError{URL: shown, Err: errors.New("invalid URL"), Hint: "check " + what}
@@ -392,6 +400,25 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is more than %s, its limit", what, byteSize(limit))}}
 	}
 	return buf.Bytes(), nil
+}
+
+// shownFetchAddress is what an error may show of rawURL, fetched with auth:
+// its path without the query on the host the chart's credentials go to
+// (the repository's, or an https archive's own), its origin alone on
+// another (an archive index.yaml names on a CDN, whose path may hold a
+// token too); a document, fetched without credentials, by its path without
+// the query. NOTE: a query is where a signed address keeps its token.
+func shownFetchAddress(rawURL string, auth httpAuth) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		shown, _, _ := strings.Cut(netguard.Redact(rawURL), "?")
+		return shown
+	}
+	own := u
+	if auth.chart && auth.host != "" {
+		own = &url.URL{Scheme: u.Scheme, Host: auth.host}
+	}
+	return netguard.ShownAddress(u, own).String()
 }
 
 // answered is the request whose hop gave resp: the last of any redirects
