@@ -77,10 +77,18 @@ type maskedError struct {
 func (e *maskedError) Error() string { return e.msg }
 func (e *maskedError) Unwrap() error { return e.err }
 
-// Plan hides secret values in the free text of p.
+// Plan hides secret values in the free text of p, in its workloads'
+// images (a chart may build an image's name of a value from a Secret, as
+// the object's diff, masked here too, shows) and in its source's address.
 func (m *masker) Plan(p *capstanv1.Plan) {
 	if m == nil || p == nil {
 		return
+	}
+	p.Source.URL = m.String(p.Source.URL)
+	for i := range p.Workloads {
+		for j := range p.Workloads[i].Images {
+			p.Workloads[i].Images[j] = m.String(p.Workloads[i].Images[j])
+		}
 	}
 	for i := range p.Objects {
 		p.Objects[i].Diff = m.String(p.Objects[i].Diff)

@@ -40,15 +40,24 @@ func TestMaskerHidesInErrorsAndPlans(t *testing.T) {
 			Violations:   []capstanv1.Violation{{Message: "hunter2 breaks"}},
 			ValuesErrors: []capstanv1.ValuesError{{Message: "hunter2 too short"}},
 			Notices:      []capstanv1.Notice{{Message: "saw hunter2"}},
+			Workloads:    []capstanv1.Workload{{Kind: "Deployment", Name: "app", Images: []string{"nginx:1.27", "registry.example.com/hunter2-long/app:1.0"}}},
+			Source:       capstanv1.PlanSource{URL: "https://charts.example.com/hunter2/app-1.0.0.tgz"},
 		},
 	}
 	st.Conditions[0].Message = m.String(st.Conditions[0].Message)
 	m.Plan(st.Plan)
 	p := st.Plan
-	for _, got := range []string{st.Conditions[0].Message, p.Objects[0].Diff, p.Objects[0].Error, p.Violations[0].Message, p.ValuesErrors[0].Message, p.Notices[0].Message} {
+	for _, got := range []string{st.Conditions[0].Message, p.Objects[0].Diff, p.Objects[0].Error, p.Violations[0].Message, p.ValuesErrors[0].Message, p.Notices[0].Message,
+		p.Workloads[0].Images[1], p.Source.URL} {
 		if m.Holds(got) {
 			t.Errorf("%q still holds a value", got)
 		}
+	}
+	if got := p.Workloads[0].Images[1]; got != "registry.example.com/(hidden)/app:1.0" {
+		t.Errorf("the workload's image is %q; want the value hidden in it, as the Deployment's diff hides it", got)
+	}
+	if p.Workloads[0].Images[0] != "nginx:1.27" {
+		t.Errorf("an image without a value became %q", p.Workloads[0].Images[0])
 	}
 	if p.Objects[0].Name != "hunter2" {
 		t.Errorf("the object's name became %q; names stay, the controller finds objects by them", p.Objects[0].Name)
