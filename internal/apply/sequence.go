@@ -417,6 +417,13 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 		if firstApplied {
 			what = "nothing but CRDs and Namespaces was applied"
 		}
+		// NOTE: a request the API server could not take for a moment (a
+		// webhook it failed to call, a 503, a 429) is no refusal, and is
+		// not worded as one: the controller retries it in its grace.
+		did := "refused"
+		if Transient(err) {
+			did = "could not take"
+		}
 		if len(made) > 0 {
 			gone, uerr := q.Applier.undo(ctx, made)
 			res.Inventory = Subtract(res.Inventory, gone)
@@ -424,11 +431,11 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 			if uerr != nil {
 				// NOTE: they stay in the inventory, so nothing is orphaned;
 				// the next sync applies or prunes them.
-				return fmt.Errorf("the API server refused %s %s %s: %s; deleting what this install had created of the add-on failed, so some of it stays applied: %w",
-					obj.GetKind(), objectName(obj), how, msg, uerr)
+				return &installError{err: err, msg: fmt.Sprintf("the API server %s %s %s %s: %s; deleting what this install had created of the add-on failed, so some of it stays applied: %v",
+					did, obj.GetKind(), objectName(obj), how, msg, uerr)}
 			}
 		}
-		return fmt.Errorf("the API server refused %s %s %s, so %s: %s", obj.GetKind(), objectName(obj), how, what, msg)
+		return &installError{err: err, msg: fmt.Sprintf("the API server %s %s %s %s, so %s: %s", did, obj.GetKind(), objectName(obj), how, what, msg)}
 	}
 	// NOTE: applyOnce, never ApplyLive: these objects were planned as
 	// creates, so one that exists by now (a Job an operator made in a
@@ -461,6 +468,21 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 	}
 	return early, nil
 }
+
+// installError is verify's error for an object of an install the API
+// server did not take, with a message worded by Sequence.Refused that
+// names the undo's error too when that failed. It unwraps to the apply's
+// or dry run's own error alone, so that a caller judges the install by
+// the API server's answer to it (a refusal fails at once; a webhook it
+// could not call, for a moment, is retried) and never by the undo's
+// delete.
+type installError struct {
+	msg string
+	err error
+}
+
+func (e *installError) Error() string { return e.msg }
+func (e *installError) Unwrap() error { return e.err }
 
 // sameObjects reports whether a and b hold the same pointers, in any order.
 func sameObjects(a, b []*unstructured.Unstructured) bool {

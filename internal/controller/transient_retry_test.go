@@ -214,6 +214,81 @@ func TestAnApplyRetriedInItsGraceIsNoFailure(t *testing.T) {
 	}
 }
 
+// TestAnInstallsApplyRetriedInItsGraceIsNoFailure: a new add-on with
+// spec.createNamespace is installed while a webhook the API server calls
+// on no dry run is down: its objects, in a Namespace the install creates,
+// are applied with no dry run first (apply.Sequence's verify), and the
+// ConfigMap's apply fails to call the webhook. Within the grace the
+// add-on is Progressing, ApplyRetrying, its message saying the API
+// server could not take the ConfigMap (not that it refused it): never
+// Failed, no Warning event, no incident. Once the webhook is removed, it
+// is Synced.
+func TestAnInstallsApplyRetriedInItsGraceIsNoFailure(t *testing.T) {
+	home := newNamespace(t)
+	target := home + "-new"
+	hook := pagerFor(t, home)
+	// NOTE: the webhook's Service is named in target, which holds none;
+	// no request leaves the API server.
+	remove := applyOnlyDownWebhook(t, target)
+	url, _ := charts.publish(t, chart{name: "installretry", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  v: {{ .Values.v | quote }}\n",
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\nstringData:\n  v: {{ .Values.v | quote }}\n",
+	}})
+	began := time.Now()
+	a := create(t, newAddon(controllerNS, "installretry-"+home[len(home)-5:], url, withTarget(target), withValues(`{v: one}`),
+		withSpec(func(s *capstanv1.AddonSpec) { s.CreateNamespace = true }),
+		func(a *capstanv1.Addon) { a.Labels = map[string]string{"team": home} }))
+	incident := "capstan:Addon:" + a.Namespace + ":" + a.Name
+	pages := func() []string {
+		var out []string
+		all, keys := hook.actions(t, "/pager")
+		for i, k := range keys {
+			if k == incident {
+				out = append(out, all[i])
+			}
+		}
+		return out
+	}
+	// NOTE: not inGrace: an install says it is Applying before it applies.
+	var seen *capstanv1.Addon
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		cur := getAddon(t, a)
+		if cur.Status.Phase == capstanv1.PhaseFailed {
+			t.Fatalf("the add-on is Failed while its install's apply is retried in its grace:\n%s", describeStatus(cur))
+		}
+		if c := condition(cur, capstanv1.ConditionReady); c != nil && c.Reason == controller.ReasonApplyRetrying {
+			seen = cur
+		}
+	}
+	if seen == nil {
+		t.Fatalf("the add-on never said it retries its install's apply:\n%s", describeStatus(getAddon(t, a)))
+	}
+	msg := readyMessage(seen)
+	for _, w := range []string{`could not call the admission webhook "validate.down.example.com" for the apply`, "ConfigMap " + target + "/settings", "retrying"} {
+		if !strings.Contains(msg, w) {
+			t.Fatalf("the retry's message does not say %q:\n%s", w, describeStatus(seen))
+		}
+	}
+	if strings.Contains(msg, "refused") {
+		t.Fatalf("an apply the API server could not take for a moment is worded as a refusal: %s", msg)
+	}
+	if w := warningEvents(t, a, began); len(w) > 0 {
+		t.Fatalf("an install's apply retried in its grace emitted Warning events: %v", w)
+	}
+	time.Sleep(2 * time.Second) // a page the notifier queued is posted at once
+	if p := pages(); len(p) > 0 {
+		t.Fatalf("an install's apply retried in its grace paged: %v", p)
+	}
+	remove()
+	synced(t, a)
+	if live(t, "v1", "ConfigMap", target, "settings").Object["data"].(map[string]any)["v"] != "one" {
+		t.Fatal("the install after the retries did not apply the ConfigMap")
+	}
+	if w := warningEvents(t, a, began); len(w) > 0 {
+		t.Fatalf("an install's apply retried in its grace emitted Warning events: %v", w)
+	}
+}
+
 // TestAPreviewReadRetriedInItsGraceIsNoFailure: a Synced add-on's next
 // preview cannot read one of its objects (the API server fails to call
 // the conversion webhook of its CRD, with a 500). Within the grace the
