@@ -8,10 +8,13 @@ import (
 // syncer turns into Addons in the AddonRepository's namespace.
 type AddonRepositorySpec struct {
 	// URL is the gitops repository: https://, http://, ssh://, file:// or
-	// user@host:path.
+	// user@host:path. A user name may be in it (git@,
+	// https://org@dev.azure.com/...), a password may not: it goes in the
+	// Secret named by secretRef.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('file://') || self.matches('^[A-Za-z0-9._-]+@[^:]+:.+$')",message="spec.url must be https://, http://, ssh://, file:// or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('file://') || self.matches('^[A-Za-z0-9._-]+@[^:]+:.+$') || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*:[^/?#]*@') || self.matches('^[^/?#@:]+:[^/?#@]*@')",message="spec.url must be https://, http://, ssh://, file:// or user@host:path"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@]*:[^/?#]*@') && !self.matches('^[^/?#@:]+:[^/?#@]*@')",message="spec.url must not carry a password (user:password@; the address is not shown here): everyone who may view AddonRepositories would read it, and every Addon the repository makes would copy it; put it in a Secret and name it in spec.secretRef",reason=FieldValueForbidden
 	URL string `json:"url"`
 
 	// Branch is the branch to follow. Empty means the remote's default branch.

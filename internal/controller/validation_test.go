@@ -15,6 +15,10 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
+// addressPassword is the password in every address of these tests that carries
+// one: no refusal may quote it.
+const addressPassword = "s3cr3t"
+
 // TestAPIServerRefusesBadAddons checks the CRD's validation on the real API
 // server: each bad Addon is refused with a message that names the field.
 func TestAPIServerRefusesBadAddons(t *testing.T) {
@@ -32,15 +36,15 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 		{"escaping-path", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: git.URL, Path: "../etc"}}, "spec.git.path"},
 		{"bad-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"cluster-name": "prod"}}, "spec.substitute: a variable's name"},
 		{"long-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"v": strings.Repeat("x", 4097)}}, "spec.substitute: a variable's value is at most 4096 characters"},
-		{"registration-credentials", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "https://admin:s3cret@wiki.example/addon.json"}}, "spec.registration.url must not carry credentials"},
+		{"registration-credentials", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "https://admin:" + addressPassword + "@wiki.example/addon.json"}}, "spec.registration.url must not carry credentials"},
 		{"registration-token", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "http://token@wiki.example"}}, "spec.registration.url must not carry credentials"},
 		{"bad-substitute-kind", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Pod", Name: "x"}}}, "spec.substituteFrom[0].kind"},
 		{"bad-values-name", capstanv1.AddonSpec{Chart: chart, ValuesFrom: []capstanv1.ValuesReference{{Kind: "Secret", Name: "Bad Name"}}}, "spec.valuesFrom[0].name"},
 		{"bad-substitute-name", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "ConfigMap", Name: "vars_prod"}}}, "spec.substituteFrom[0].name"},
-		{"repo-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://user:s3cr3t@charts.example/", Name: "web"}}, "spec.chart.repo must not carry credentials"},
-		{"url-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://user:s3cr3t@charts.example/web-1.0.0.tgz"}}, "spec.chart.url must not carry credentials"},
-		{"oci-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{OCI: "oci://user:s3cr3t@registry.example/charts/web", Version: "1"}}, "spec.chart.oci must not carry credentials"},
-		{"git-credentials", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: "https://user:s3cr3t@git.example/repo.git", Path: "web"}}, "spec.git.url must not carry a password"},
+		{"repo-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://user:" + addressPassword + "@charts.example/", Name: "web"}}, "spec.chart.repo must not carry credentials"},
+		{"url-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://user:" + addressPassword + "@charts.example/web-1.0.0.tgz"}}, "spec.chart.url must not carry credentials"},
+		{"oci-credentials", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{OCI: "oci://user:" + addressPassword + "@registry.example/charts/web", Version: "1"}}, "spec.chart.oci must not carry credentials"},
+		{"git-credentials", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: "https://user:" + addressPassword + "@git.example/repo.git", Path: "web"}}, "spec.git.url must not carry a password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-" + tc.name}, Spec: tc.spec}
@@ -48,10 +52,53 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an Invalid error naming %q", err, tc.want)
 			}
-			if strings.Contains(err.Error(), "s3cret") {
+			if strings.Contains(err.Error(), addressPassword) {
 				t.Fatalf("the error shows the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestAPIServerRefusesAPasswordInAnAddonRepositoryURL checks, on the real
+// API server, that an AddonRepository's spec.url with a password is
+// refused before it is stored (where everyone who may view
+// AddonRepositories, and the URL column of kubectl get, would show it),
+// that the refusal names the field and the Secret to use and does not
+// quote the address, and that addresses with a user name alone, or an '@'
+// after the host, are still taken.
+func TestAPIServerRefusesAPasswordInAnAddonRepositoryURL(t *testing.T) {
+	repo := func(url string) *capstanv1.AddonRepository {
+		return &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "creds"},
+			Spec: capstanv1.AddonRepositorySpec{URL: url}}
+	}
+	for _, url := range []string{
+		"https://user:" + addressPassword + "@git.example/org/repo.git",
+		"http://user:" + addressPassword + "@git.example/org/repo.git",
+		"ssh://git:" + addressPassword + "@git.example/org/repo.git",
+		"user:" + addressPassword + "@git.example:org/repo.git",
+		"https://a:b:" + addressPassword + "@git.example/repo",
+	} {
+		err := admin.Create(context.Background(), repo(url), client.DryRunAll)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.url must not carry a password") ||
+			!strings.Contains(err.Error(), "spec.secretRef") {
+			t.Errorf("%s: got %v, want an Invalid error that names spec.url and spec.secretRef", url, err)
+			continue
+		}
+		if strings.Contains(err.Error(), addressPassword) {
+			t.Errorf("the error shows the password: %v", err)
+		}
+	}
+	for _, url := range []string{
+		"https://git.example/org/repo.git",
+		"https://git.example:8443/org/repo.git?ref=a@b",
+		"git@github.com:org/repo.git",
+		"ssh://git@git.example:22/org/repo.git",
+		"https://org@dev.azure.com/org/project/_git/repo",
+		"file:///srv/git/repo@x",
+	} {
+		if err := admin.Create(context.Background(), repo(url), client.DryRunAll); err != nil {
+			t.Errorf("%s was refused: %v", url, err)
+		}
 	}
 }
 
