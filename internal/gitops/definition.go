@@ -25,9 +25,24 @@ const MaxFileSize = 1 << 20
 // of the controller every tenant shares. A definition is a few hundred
 // bytes, or a few kilobytes with its values inline, so 8 MiB is a thousand
 // add-ons or more, far above any real folder (Argo CD's repo server
-// refuses a folder's manifests past 10 MB by default), and holds at most
-// about 80 MiB per snapshot.
+// refuses a folder's manifests past 10 MB by default).
 const MaxFolderSize = 8 << 20
+
+// MaxFolderFiles is the most definition files one folder may hold, each
+// name that looks like one counted (an empty file, a file over
+// MaxFileSize, a symbolic link or a folder too, since each is claimed and
+// reported). MaxFolderSize alone counts bytes: an empty file costs it
+// nothing, yet each file is kept as a parsed definition or a problem,
+// about 250 bytes for an empty one and 650 for a one-line chart (measured
+// on 10,000 of them), and git sends a tree of a hundred thousand entries
+// that share one blob cheaply. 10,000 is ten times the thousand add-ons
+// of a large real folder, and holds about 6 MiB of such files. With
+// MaxFolderSize, a snapshot of one folder is held to about 90 MiB; the
+// syncer keeps up to two per AddonRepository (the last synced commit's and
+// the newest), so the bound is per AddonRepository, and a ResourceQuota
+// on count/addonrepositories.capstan.dev bounds how many a namespace may
+// make.
+const MaxFolderFiles = 10000
 
 // folderTooLarge is the error of a folder whose definition files hold
 // total bytes, more than MaxFolderSize.
@@ -36,6 +51,14 @@ func folderTooLarge(folder string, files int, total int64) error {
 		"a definition is a few hundred bytes; move large values out of the files (valuesFrom a ConfigMap or Secret, or the chart's own values), "+
 		"or split the add-ons among folders, each read by an AddonRepository of its own",
 		files, folder, float64(total)/(1<<20), MaxFolderSize>>20)
+}
+
+// folderTooMany is the error of a folder that holds more than
+// MaxFolderFiles definition files.
+func folderTooMany(folder string, files int) error {
+	return fmt.Errorf("folder %q holds %d definition files, more than the %d Capstan reads of one folder: "+
+		"split the add-ons among folders, each read by an AddonRepository of its own, and remove files that define no add-on",
+		folder, files, MaxFolderFiles)
 }
 
 // Definition is one add-on as it is written in addons/<name>.yaml.

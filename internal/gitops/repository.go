@@ -461,12 +461,24 @@ type folderEntry struct {
 	size func() (int64, error)
 }
 
-// checkFolderSize refuses a folder whose definition files hold more than
+// checkFolderSize refuses a folder that holds more than MaxFolderFiles
+// definition files, or whose definition files hold more than
 // MaxFolderSize bytes in all, before any is read: what would be parsed
-// and kept is bounded, whatever the files. Files larger than MaxFileSize
-// are not read (they are invalid), so they count for nothing, and nor do
-// symbolic links, which are refused.
+// and kept is bounded, whatever the files. Every entry named as a
+// definition file counts against MaxFolderFiles, since each is claimed
+// and kept, valid or not. Against MaxFolderSize, files larger than
+// MaxFileSize are not read (they are invalid), so they count for nothing,
+// and nor do symbolic links, which are refused.
 func checkFolderSize(folder string, entries []folderEntry) error {
+	named := 0
+	for _, e := range entries {
+		if IsDefinitionFile(e.name) {
+			named++
+		}
+	}
+	if named > MaxFolderFiles {
+		return folderTooMany(folder, named)
+	}
 	var total int64
 	files := 0
 	for _, e := range entries {

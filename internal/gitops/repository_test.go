@@ -262,6 +262,38 @@ func TestReadDirClaimsTheNameARenamedFileDeclares(t *testing.T) {
 	}
 }
 
+// TestReadDirRefusesAFolderOfTooManyFiles: a folder of more than
+// MaxFolderFiles definition files is refused before any is parsed, even
+// when they are empty and cost MaxFolderSize nothing, since each would be
+// kept; files that are no definition do not count.
+func TestReadDirRefusesAFolderOfTooManyFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "addons")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxFolderFiles {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("a%d.yaml", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadDir(root, "addons")
+	if err != nil || len(s.Invalid) != MaxFolderFiles {
+		t.Fatalf("a folder of exactly the limit: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "b.yml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err = ReadDir(root, "addons")
+	want := fmt.Sprintf(`folder "addons" holds %d definition files, more than the %d Capstan reads of one folder`, MaxFolderFiles+1, MaxFolderFiles)
+	if s != nil || err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v; want the folder refused for its files: %s", err, want)
+	}
+}
+
 // TestReadDirRefusesAFolderTooLarge: `capstan validate` refuses a folder
 // whose definition files hold more than MaxFolderSize in all, as the
 // syncer does; files over MaxFileSize, which are not read, and other
