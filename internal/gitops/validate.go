@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/health"
@@ -332,8 +333,13 @@ func (r *rules) valuesObject(list string, i int, kind, name string) {
 	if kind != "Secret" && kind != "ConfigMap" {
 		r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", kind), list, i, "kind")
 	}
-	if name == "" || len(name) > 253 {
+	switch {
+	case name == "" || len(name) > 253:
 		r.fail("name is required (at most 253 characters)", list, i, "name")
+	case len(validation.IsDNS1123Subdomain(name)) > 0:
+		// NOTE: the CRD's pattern, so that the API server does not refuse
+		// the Addon the syncer writes from this file.
+		r.fail("must be a Secret's or ConfigMap's name: lower case letters, digits, '-' and '.', starting and ending with a letter or digit", list, i, "name")
 	}
 }
 
