@@ -1398,6 +1398,13 @@ type SyncInProgress struct {
 	// +listType=atomic
 	// +optional
 	Changes []string `json:"changes,omitempty"`
+	// Failed is set once the sync has failed for good (a hook that
+	// failed, a wave that did not become Current, an object refused). A
+	// retry of the same spec and render still goes on from it; a sync
+	// that does not (the values were fixed) finds its request handled and
+	// its approval used up, as if it had applied.
+	// +optional
+	Failed bool `json:"failed,omitempty"`
 }
 
 // PendingHook is a hook event and the render it stands for: a post event

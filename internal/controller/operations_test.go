@@ -197,3 +197,39 @@ func TestApproveAfterAnOlderSyncRequest(t *testing.T) {
 		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.LastSyncRequest == 3
 	})
 }
+
+// TestFailedInstallLetsTheFixApply installs a suspended add-on as the
+// restricted flow does (review the plan, install it: an approval of its
+// hash), and its pre-install hook fails. The values are fixed: the new plan
+// applies, with no second approval, as a hook failure's message promises;
+// the failed sync used up the approval. It waited as ApprovalStale before.
+func TestFailedInstallLetsTheFixApply(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{hooks: {initdb: {fail: true, exitCode: 3}}}`, withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true }))
+	a = waitPhase(t, a, capstanv1.PhaseSuspended)
+	approval, err := addons.Install(ctx, admin, client.ObjectKeyFromObject(a), a.Status.Plan.Hash)
+	if err != nil {
+		t.Fatalf("installing the reviewed plan: %v", err)
+	}
+	failed := failedWith(t, a, "pre-install hook Job "+ns+"/db-initdb", "exited with code 3")
+	if failed.Status.LastSyncRequest == approval.SyncRequest {
+		t.Errorf("the failed install recorded its request %d as handled already", approval.SyncRequest)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+	gen := getAddon(t, a).Generation
+	got := waitFor(t, a, 90*time.Second, "the fixed plan to apply", func(cur *capstanv1.Addon) bool {
+		if cur.Generation == gen && cur.Status.ObservedGeneration == gen && cur.Status.Phase == capstanv1.PhaseOutOfSync {
+			t.Fatalf("the fix waits on the failed install's approval: %s", describeStatus(cur))
+		}
+		return cur.Generation >= gen && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if got.Status.LastSyncRequest != approval.SyncRequest || got.Status.LastApprovedPlan != approval.Hash || got.Status.SyncInProgress != nil {
+		t.Errorf("status: lastSyncRequest %d (want %d), lastApprovedPlan %s (want %s), syncInProgress %+v (want none)",
+			got.Status.LastSyncRequest, approval.SyncRequest, got.Status.LastApprovedPlan, approval.Hash, got.Status.SyncInProgress)
+	}
+	if j := job(t, ns, "db-initdb"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("after the fix the pre-install Job is %s; want it run and succeeded", jobString(j))
+	}
+}

@@ -203,7 +203,14 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		return true, nil
 	}
 	if err != nil {
-		return false, r.syncFailed(ctx, s, r.applyGrace(s, err, time.Now()))
+		err = r.syncFailed(ctx, s, r.applyGrace(s, err, time.Now()))
+		if b := s.addon.Status.SyncInProgress; b != nil && classify(err) == classTerminal {
+			// NOTE: only a person can fix it; a fix that changes the plan
+			// is judged as any plan, not held by this request's approval
+			// (plan.FailedRequest).
+			b.Failed = true
+		}
+		return false, err
 	}
 	r.dryRunGrace.Applied(s.addon)
 	dropPending(&s.addon.Status)

@@ -41,7 +41,13 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 	if !s.continuesSync() {
 		// NOTE: a sync recorded as begun that this one does not go on
 		// from (the spec, the render or the request changed) is over:
-		// the gates judge this plan as any other.
+		// the gates judge this plan as any other. One that failed for
+		// good handled its request (plan.FailedRequest): recorded here,
+		// or the request would bind its approval again once the record
+		// is gone.
+		if req, approved, ok := plan.FailedRequest(s.addon); ok {
+			s.addon.Status.LastSyncRequest, s.addon.Status.LastApprovedPlan = req, approved
+		}
 		s.addon.Status.SyncInProgress = nil
 	}
 	state := r.gateState(s, s.plan, windows)
@@ -82,6 +88,12 @@ func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.W
 	// prune may delete: a Namespace left out loses no workload.
 	st.PruneThreshold, st.Kept, st.Confirm = r.Config.PruneApprovalThreshold, plan.CountDeletable(sparedRefs(s.kept)), describeAll(s.confirm)
 	st.Windows, st.Continuing = windows, s.continuesRun() || s.continuesSync()
+	if st.Continuing {
+		// NOTE: a sync that goes on from one that failed still handles
+		// its request (Verdict.HandledSyncRequest), which its apply then
+		// records (plan.FailedRequest).
+		st.LastSyncRequest, st.LastApprovedPlan = s.addon.Status.LastSyncRequest, s.addon.Status.LastApprovedPlan
+	}
 	return st
 }
 

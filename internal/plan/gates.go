@@ -64,12 +64,43 @@ type State struct {
 // threshold, what is kept or to confirm, applied plans, a run that goes
 // on); capstan plan decides on this alone.
 func StateOf(a *capstanv1.Addon, p *capstanv1.Plan) State {
-	return State{
+	s := State{
 		Plan: p, Suspend: a.Spec.Suspend, Adopt: a.Spec.Adopt, AllowAdoptChanges: a.Spec.AllowAdoptChanges,
 		ManualSync: a.Spec.ManualSync, SyncRequest: a.Spec.SyncRequest, ApprovedPlan: a.Spec.ApprovedPlan,
 		LastSyncRequest: a.Status.LastSyncRequest, LastApprovedPlan: a.Status.LastApprovedPlan,
 		Inventory: CountDeletable(capstanv1.RefsOf(a.Status.Inventory)),
 	}
+	if req, approved, ok := FailedRequest(a); ok {
+		s.LastSyncRequest, s.LastApprovedPlan = req, approved
+	}
+	return s
+}
+
+// FailedRequest is the sync request whose sync began and failed for good
+// (status.syncInProgress, failed) and that status does not record as
+// handled yet, with the approval to record as used up with it; ok is
+// false when there is none. That request was handled, and its approval
+// used, as a sync that applied would have used them: the approval applied
+// the plan approved as far as it went, and binds nothing more. Without
+// this, an add-on installed with an approval whose pre-install hook failed
+// held every plan after the fix as ApprovalStale, manualSync or not. A
+// retry that goes on from the sync that began (the same spec, render and
+// request, nothing more to change) is that sync still, and the controller
+// judges it so (State.Continuing); any other plan is judged as any plan
+// is, and with manualSync waits for its own approval. A request raised
+// since is one of its own: an approval still in the spec is used up when
+// it is the one the failed sync began with (a bare raise, as a hook
+// failure's message advises), not when it is a new one.
+func FailedRequest(a *capstanv1.Addon) (request int64, approved string, ok bool) {
+	b := a.Status.SyncInProgress
+	if b == nil || !b.Failed || b.SyncRequest <= a.Status.LastSyncRequest || b.SyncRequest > a.Spec.SyncRequest {
+		return 0, "", false
+	}
+	approved = a.Status.LastApprovedPlan
+	if b.SyncRequest == a.Spec.SyncRequest || a.Spec.ApprovedPlan == b.Plan {
+		approved = a.Spec.ApprovedPlan
+	}
+	return b.SyncRequest, approved, true
 }
 
 // CountDeletable counts the references of kinds that a prune may delete.

@@ -258,3 +258,44 @@ func TestOtherAddonsSaysASharedKindMayOnlyBeRenderedAlike(t *testing.T) {
 		t.Errorf("message %q speaks of a delete Capstan never makes of this kind", v.Message)
 	}
 }
+
+// TestFailedApprovedSyncReleasesItsApproval installs an add-on with an
+// approval (spec.approvedPlan H1, a raised spec.syncRequest) whose sync
+// began and failed for good, as a pre-install hook that fails does. The
+// fixed values give plan H2: without manualSync it applies, as any change
+// does; with manualSync it waits for its own approval, never applied by
+// H1's. A sync that began and has not failed (a controller stopped
+// half-way) keeps the approval binding, and a retry raised since is a
+// request of its own.
+func TestFailedApprovedSyncReleasesItsApproval(t *testing.T) {
+	h2 := &capstanv1.Plan{Hash: "sha256:h2", Summary: capstanv1.PlanSummary{Create: 3, Hooks: 1}}
+	addon := func(manual, failed bool, request int64, approved string) *capstanv1.Addon {
+		a := &capstanv1.Addon{}
+		a.Spec.ManualSync, a.Spec.ApprovedPlan, a.Spec.SyncRequest = manual, approved, request
+		a.Status.SyncInProgress = &capstanv1.SyncInProgress{Plan: "sha256:h1", SyncRequest: 1, Failed: failed}
+		return a
+	}
+	for _, tc := range []struct {
+		name       string
+		a          *capstanv1.Addon
+		apply      bool
+		reason     string
+		handlesReq bool
+	}{
+		{"failed, no manualSync: the fix applies", addon(false, true, 1, "sha256:h1"), true, "", false},
+		{"failed, manualSync: the fix waits for its own approval", addon(true, true, 1, "sha256:h1"), false, ReasonAwaitApproval, false},
+		{"stopped, not failed: the approval binds", addon(false, false, 1, "sha256:h1"), false, ReasonApprovalStale, false},
+		{"failed, then a bare raise: the request applies", addon(false, true, 2, "sha256:h1"), true, "", true},
+		{"failed, then a bare raise with manualSync: nothing approved", addon(true, true, 2, "sha256:h1"), false, ReasonApprovalNoPlan, false},
+		{"failed, then the fix approved: it applies", addon(true, true, 2, "sha256:h2"), true, "", true},
+		{"failed, then another plan approved: it binds", addon(false, true, 2, "sha256:h3"), false, ReasonApprovalStale, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Decide(StateOf(tc.a, h2))
+			if v.Apply != tc.apply || v.Reason != tc.reason || v.HandledSyncRequest != tc.handlesReq {
+				t.Errorf("Decide = apply %v, reason %q, handles the request %v (%s); want %v, %q, %v",
+					v.Apply, v.Reason, v.HandledSyncRequest, v.Message, tc.apply, tc.reason, tc.handlesReq)
+			}
+		})
+	}
+}
