@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -382,6 +383,13 @@ type Deleting struct {
 	// plan to ask about.
 	Confirming bool
 	Confirmed  map[string]bool
+	// Planned, when not nil, binds each delete to the object the plan
+	// showed: the UID it read, by ObjectRef.Key, and none for an object
+	// it found gone. An object read with another UID (deleted and created
+	// anew under its name since, by a person or a restore) was never
+	// shown; it is held as an unconfirmed one is, left running and in the
+	// inventory for the next plan to show its delete.
+	Planned map[string]types.UID
 }
 
 // Deleted is what DeleteAll did.
@@ -392,7 +400,8 @@ type Deleted struct {
 	// Spared holds those it left running.
 	Spared []Spared
 	// Held holds those it did not delete for want of a confirmation
-	// (Deleting.Confirming): they stay in the inventory.
+	// (Deleting.Confirming), or since they are not the objects the plan
+	// showed (Deleting.Planned): they stay in the inventory.
 	Held []capstanv1.ObjectRef
 	// Requests counts the objects its own deletes removed or marked for
 	// deletion: a retry that finds an object gone, or being deleted by an
@@ -530,7 +539,7 @@ func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObj
 // metadata read already when read holds it, and adds what it did to out.
 func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting, out *Deleted, propagation metav1.DeletionPropagation) error {
 	for _, r := range refs {
-		if d.Holder == nil && d.Keep == NoKeep && !d.Confirming && read == nil {
+		if d.Holder == nil && d.Keep == NoKeep && !d.Confirming && d.Planned == nil && read == nil {
 			sent, err := a.deleteServed(ctx, r, propagation)
 			if err != nil {
 				return fmt.Errorf("deleting %s: %w", r.Describe(), err)
@@ -543,7 +552,7 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 		}
 		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d, propagation)
 		switch {
-		case errors.Is(err, errUnconfirmed):
+		case errors.Is(err, errUnconfirmed), errors.Is(err, errNotPlanned):
 			out.Held = append(out.Held, r)
 		case err != nil:
 			return fmt.Errorf("deleting %s: %w", r.Describe(), err)
@@ -821,6 +830,10 @@ func (a *Applier) deleteServed(ctx context.Context, r capstanv1.ObjectRef, propa
 // confirmation (Deleting.Confirming).
 var errUnconfirmed = errors.New("marked Prune=confirm since the plan was approved")
 
+// errNotPlanned is an object held back from a prune since it is not the one
+// the plan showed (Deleting.Planned).
+var errNotPlanned = errors.New("created anew under its name since the plan was made")
+
 // deleteUnlessSpared deletes one object unless d's holder names another
 // owner or an annotation keeps it from d.Keep, and says which. m is its
 // metadata when read already, or nil. sent reports whether its delete
@@ -849,6 +862,11 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			if h != (Hold{}) {
 				return &Spared{Ref: r, Holder: h.Addon, NotOurs: h.NotOurs}, false, nil
 			}
+		}
+		if d.Planned != nil && d.Planned[r.Key()] != m.GetUID() {
+			// NOTE: a plan's approval covers the delete of the UID it
+			// read (its hash holds it), not of whatever has the name now.
+			return nil, false, errNotPlanned
 		}
 		if d.Confirming && !d.Confirmed[r.Key()] && ConfirmPrune(m) && m.DeletionTimestamp.IsZero() {
 			// NOTE: read at the delete, as KeptBy is: a mark set since

@@ -98,6 +98,11 @@ type Sequence struct {
 	// delete is held back (Deleting.Confirming) and stays in the
 	// inventory (Result.Held).
 	Confirmed []capstanv1.ObjectRef
+	// PruneUIDs, when not nil, are the UIDs of the objects to delete as
+	// the plan read them, by ObjectRef.Key (none for one it found gone):
+	// a delete goes only to that object (Deleting.Planned), and one
+	// created anew under its name since is held (Result.Held).
+	PruneUIDs map[string]types.UID
 	// Holder, when set, tells who holds an object to prune: one that
 	// another Addon holds, or that nothing shows to be this add-on's
 	// (NotOurs), is left running and dropped from the inventory.
@@ -143,8 +148,8 @@ type Result struct {
 	// began to delete (Deleted.Requests).
 	PruneRequests int
 	// Held are the objects the prune did not delete, since they were
-	// marked Prune=confirm after the plan was approved; they stay in the
-	// inventory.
+	// marked Prune=confirm after the plan was approved, or are not the
+	// objects the plan showed (PruneUIDs); they stay in the inventory.
 	Held []capstanv1.ObjectRef
 	// Spared are the objects the prune left to the owner that holds them.
 	Spared []Spared
@@ -232,7 +237,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	for _, r := range q.Confirmed {
 		confirmed[r.Key()] = true
 	}
-	deleted, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone, Confirming: true, Confirmed: confirmed})
+	deleted, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone, Confirming: true, Confirmed: confirmed, Planned: q.PruneUIDs})
 	res.Pruned, res.Spared, res.PruneRequests, res.Held = deleted.Done, deleted.Spared, deleted.Requests, deleted.Held
 	res.Inventory = Subtract(res.Inventory, deleted.Done)
 	res.Inventory = Subtract(res.Inventory, q.Kept)

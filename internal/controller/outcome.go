@@ -67,7 +67,8 @@ type findings struct {
 	dependentsStay  bool
 	dependentsStuck []string
 	// held names what the prune did not delete since its manifest asks
-	// for a confirmation (Prune=confirm) that the approved plan lacked.
+	// for a confirmation (Prune=confirm) that the approved plan lacked, or
+	// since it is not the object the plan showed (apply.Deleting.Planned).
 	held []capstanv1.ObjectRef
 	// healthy: every workload is ready. applied says whether this sync
 	// applied the plan, or found nothing to change.
@@ -188,7 +189,7 @@ func heldMessage(held []capstanv1.ObjectRef) string {
 	if len(names) > 5 {
 		names = append(names[:5:5], fmt.Sprintf("and %d more", len(names)-5))
 	}
-	return fmt.Sprintf("Applied, but the prune left %d object(s) running: %s. An object among them was marked argocd.argoproj.io/sync-options: Prune=confirm after the plan was approved (with it stay the waves the prune deletes after it); the next plan asks for a confirmation of their delete.",
+	return fmt.Sprintf("Applied, but the prune left %d object(s) running: %s. An object among them was marked argocd.argoproj.io/sync-options: Prune=confirm after the plan was approved, or is not the one the plan showed (deleted and created anew under its name since); with it stay the waves the prune deletes after it. The next plan shows their delete, and asks for a confirmation where one is needed.",
 		len(held), strings.Join(names, ", "))
 }
 

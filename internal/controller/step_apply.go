@@ -92,6 +92,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
 		Keep: s.keepFrom(apply.Pruning), Kept: slices.Concat(sparedRefs(slices.Concat(s.kept, s.notOurs)), s.released), Confirmed: s.confirm,
+		PruneUIDs: plannedUIDs(s),
 		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Creates: creates, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		KeepOwners: func(obj *unstructured.Unstructured) bool { return keepsOwners(s, obj) },
 		// NOTE: with no pre hooks there is nothing a restart could run
@@ -178,7 +179,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if len(res.Held) > 0 {
 		// NOTE: they stay in the inventory; the sync that follows plans
 		// their delete again, and waits for its confirmation.
-		log.Info("Left objects marked Prune=confirm since the plan was approved; the next plan asks for a confirmation", "count", len(res.Held))
+		log.Info("Left objects marked Prune=confirm since the plan was approved, or created anew under their names since it was made; the next plan shows their delete", "count", len(res.Held))
 		s.requeueSoon(r.Config.HealthPoll)
 		s.found.held = res.Held
 	}
@@ -572,4 +573,16 @@ func (e *applyRetry) Unwrap() error { return e.err }
 func (e *applyRetry) retrying(msg string) string {
 	return plan.RetryingWhy(e.err, "apply") + "; retrying with backoff (it counts as a failure only once it has failed so on " +
 		strconv.Itoa(plan.GraceTries) + " looks in a row and for " + strconv.Itoa(int(plan.GraceFor/time.Minute)) + " minutes): " + msg
+}
+
+// plannedUIDs are the UIDs the preview read of the objects the prune
+// deletes (keptFromPrune), which the plan's hash holds: the prune deletes
+// those objects and no other under their names. It is never nil, so that
+// an object the preview found gone, and someone created since, is not
+// deleted either.
+func plannedUIDs(s *scope) map[string]types.UID {
+	if s.pruneUIDs == nil {
+		return map[string]types.UID{}
+	}
+	return s.pruneUIDs
 }
