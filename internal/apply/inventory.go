@@ -100,11 +100,14 @@ func PruneSet(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 // while it renders it. Another add-on that renders it (a CRD moved into
 // an add-on of its own) then adopts it as any object let go, and applies
 // its changes with its own labels, instead of being held off it for ever
-// by an add-on that no longer has it. PruneSet's guard holds: a render
-// with nothing of a kind Capstan deletes (a broken source, a failed
-// template) releases nothing.
+// by an add-on that no longer has it. PruneSet's guard holds for an
+// add-on that had objects of a kind Capstan deletes: a render that lost
+// them all (a broken source, a failed template) is suspect, and releases
+// nothing. An add-on that never had any (a folder of CRDs, a chart of
+// Namespaces) releases what it stops rendering, or it would hold each
+// for ever; an empty render releases nothing.
 func Released(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
-	if !slices.ContainsFunc(rendered, Deletable) {
+	if len(rendered) == 0 || !slices.ContainsFunc(rendered, Deletable) && slices.ContainsFunc(inventory, Deletable) {
 		return nil
 	}
 	var out []capstanv1.ObjectRef

@@ -78,3 +78,35 @@ func TestReleasedOfARenderWithNothingDeletable(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedOfAnAddonOfOnlyNeverDeleteKinds: an add-on that never
+// rendered a kind Capstan deletes (a folder of CRDs) lets go of the ones
+// it stops rendering, so that another add-on can take them; an empty
+// render still releases nothing.
+func TestReleasedOfAnAddonOfOnlyNeverDeleteKinds(t *testing.T) {
+	crds, _, namespace := chartInventory()
+	if len(crds) < 3 {
+		t.Fatalf("chartInventory has %d CRDs; the test needs 3", len(crds))
+	}
+	inventory := crds[:3]
+	for _, tc := range []struct {
+		name                string
+		inventory, rendered []capstanv1.ObjectRef
+		want                int
+	}{
+		{name: "2 of 3 CRDs rendered", inventory: inventory, rendered: crds[:2], want: 1},
+		{name: "all 3 CRDs rendered", inventory: inventory, rendered: inventory, want: 0},
+		{name: "nothing rendered", inventory: inventory, rendered: nil, want: 0},
+		{name: "a Namespace instead", inventory: []capstanv1.ObjectRef{namespace}, rendered: crds[:1], want: 1},
+	} {
+		got := Released(tc.inventory, tc.rendered)
+		if len(got) != tc.want {
+			t.Errorf("%s: released %v, want %d objects", tc.name, got, tc.want)
+		}
+		for _, r := range got {
+			if Deletable(r) {
+				t.Errorf("%s: released %s, of a kind a prune deletes", tc.name, r.Describe())
+			}
+		}
+	}
+}

@@ -196,7 +196,8 @@ func TestApprovalMessagesSayWhatToDo(t *testing.T) {
 
 // TestMassPruneCountsOnlyDeletable weighs a prune against the part of the
 // inventory a prune may delete. A chart's eight CRDs and its Namespace
-// never leave the inventory: counted, they would make a plan that deletes
+// are never deleted, and stay in the inventory while it renders them:
+// counted, they would make a plan that deletes
 // six of its eight Deployments a small share (6 of 17) and let it through
 // unapproved.
 func TestMassPruneCountsOnlyDeletable(t *testing.T) {
