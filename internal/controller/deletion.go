@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -478,6 +479,10 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	if done, err := r.renderForDelete(ctx, s); err != nil || done {
 		if err != nil {
 			s.hooks = nil
+			var stop *boundStop
+			if errors.As(err, &stop) && stop.Bound == "time" {
+				return r.timeBoundStop(ctx, s, stop, err)
+			}
 			if classify(err) != classTerminal {
 				stage := "nothing is deleted before its pre-delete hooks have run"
 				if preDeleteDone(s.addon) {
@@ -535,6 +540,78 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	}
 	r.dropDeleteHooks(ctx, s, "they break the guardrails: "+describeViolations(refused))
 	return nil
+}
+
+// timeBoundStop judges a delete render that the sandbox stopped at its
+// time bound (stop, in err). The time bound is not the inputs' verdict at
+// the first stop: the render may pass once the pause is over, on a less
+// loaded node, so the uninstall waits for that pause and tries again. A
+// render of the same inputs that stops there again (stop.times counts
+// them, boundRenders) is taken as theirs: the uninstall goes on without
+// its delete hooks, as for any render that fails for good, and a
+// DeleteHooksRefused event says why. The bound is the sandbox's own pause,
+// so a render that loops for ever (on purpose or not) holds the Addon's
+// finalizer, and its namespace, for one pause at most.
+//
+// NOTE: no hook was rendered, so the namespaces read first are those of
+// the Addon and its target (goneAddonNamespace): when one is going, the
+// uninstall goes on without its hooks at once, as for hooks whose
+// namespace is gone, and waits for nothing.
+func (r *AddonReconciler) timeBoundStop(ctx context.Context, s *scope, stop *boundStop, err error) error {
+	why, rerr := r.goneAddonNamespace(ctx, s)
+	if rerr != nil {
+		return rerr
+	}
+	if why == "" && waitsAtTimeBound(stop) {
+		if t := (terminal{}); errors.As(err, &t) {
+			// NOTE: a wait, not a failure: the render step calls every
+			// stop at a bound terminal.
+			err = t.error
+		}
+		return fmt.Errorf("rendering the add-on to find its delete hooks stopped at the sandbox's time bound, so the uninstall waits and tries again once its pause is over; "+
+			"nothing is deleted before its pre-delete hooks have run. If the render stops there again, the uninstall goes on without its delete hooks: "+
+			"to run them, set values the chart renders in time: %w", err)
+	}
+	if why == "" {
+		why = "the render stopped at the sandbox's time bound again after its pause: " + s.mask().Error(err).Error()
+	}
+	r.refuseDeleteHooks(ctx, s, why, renderFailedAhead(s.addon))
+	return nil
+}
+
+// waitsAtTimeBound reports whether the uninstall waits for a delete
+// render the sandbox stopped at its time bound: only at its first stop.
+func waitsAtTimeBound(stop *boundStop) bool {
+	return stop.times < 2
+}
+
+// goneAddonNamespace names the Addon's own namespace (read where the
+// Addon lives) or its target namespace (read where the add-on runs) when
+// one is being deleted or does not exist (hooks.NamespaceGoneReason), or
+// "".
+func (r *AddonReconciler) goneAddonNamespace(ctx context.Context, s *scope) (string, error) {
+	var own corev1.Namespace
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: s.addon.Namespace}, &own); {
+	case apierrors.IsNotFound(err):
+		return "the namespace " + s.addon.Namespace + " does not exist", nil
+	case err != nil:
+		return "", fmt.Errorf("reading the namespace %s of the Addon failed, so the uninstall tries again: %w", s.addon.Namespace, err)
+	case own.DeletionTimestamp != nil:
+		return "the namespace " + s.addon.Namespace + " is being deleted", nil
+	}
+	for _, ns := range []string{s.addon.Spec.TargetNamespace} {
+		if ns == "" {
+			continue
+		}
+		live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns})
+		if err != nil {
+			return "", fmt.Errorf("reading the namespace %s of the uninstall failed, so the uninstall tries again: %w", ns, err)
+		}
+		if why := hooks.NamespaceGoneReason(ns, live); why != "" {
+			return why, nil
+		}
+	}
+	return "", nil
 }
 
 // goneHookNamespace reads the namespace of each delete hook still to run,

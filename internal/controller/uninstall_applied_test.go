@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -159,6 +160,91 @@ func TestUninstallRunsTheAppliedVersionsDeleteHooks(t *testing.T) {
 		if live(t, "v1", "ConfigMap", ns, "ran-1-0-0") == nil || live(t, "v1", "ConfigMap", ns, "ran-2-0-0") != nil {
 			t.Error("once 1.0.0 rendered, the uninstall did not run its hook alone")
 		}
+	})
+
+	t.Run("values the applied version's render loops on, at exactly that version", func(t *testing.T) {
+		ns := newNamespace(t)
+		repo := newChartRepository(charts, "appliedspinpin")
+		spinning := map[string]string{
+			"templates/spin.yaml": "{{- if .Values.tier }}{{ range 1000000000000 }}{{ range 1000000000000 }}{{ end }}{{ end }}{{ end }}\n",
+		}
+		for k, v := range files {
+			spinning[k] = v
+		}
+		repo.add(t, "1.0.0", spinning)
+		a := create(t, &capstanv1.Addon{
+			ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "applied-" + ns[len(ns)-5:]},
+			Spec: capstanv1.AddonSpec{TargetNamespace: ns, DeletionPolicy: capstanv1.DeletionDelete,
+				Chart: &capstanv1.ChartSource{Repo: repo.url(), Name: repo.name, Version: "1.0.0"}},
+		})
+		waitPhase(t, a, capstanv1.PhaseSynced)
+		update(t, a, func(cur *capstanv1.Addon) {
+			cur.Spec.ManualSync = true
+			cur.Spec.Values = jsonValues("tier: gold")
+		})
+		if err := admin.Delete(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		// NOTE: the spec names the applied version itself, so its render
+		// is not pinned; a stop at the time bound waits as a pinned one
+		// does.
+		waitFor(t, a, 2*time.Minute, "the uninstall to wait for the render stopped at the time bound", func(cur *capstanv1.Addon) bool {
+			return strings.Contains(readyMessage(cur), "time bound") && strings.Contains(readyMessage(cur), "waits and tries again")
+		})
+		if live(t, "v1", "ConfigMap", ns, "settings") == nil {
+			t.Error("the uninstall deleted the inventory before the pre-delete hooks ran")
+		}
+		// NOTE: a namespace being deleted ends the wait at once: no
+		// hook could run there, and the uninstall must not hold it.
+		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 90*time.Second, "the Addon to go", func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+		})
+		if live(t, "v1", "ConfigMap", ns, "ran-1-0-0") != nil {
+			t.Error("a pre-delete hook ran in a namespace being deleted")
+		}
+		eventually(t, 30*time.Second, "a DeleteHooksRefused warning that names the namespace", func() bool {
+			return strings.Contains(addonEvent(t, a, "DeleteHooksRefused"), "the namespace "+ns+" is being deleted")
+		})
+	})
+
+	t.Run("the applied version's archive refused (403)", func(t *testing.T) {
+		ns := newNamespace(t)
+		repo := newChartRepository(charts, "appliedforbidden")
+		repo.add(t, "1.0.0", files)
+		repo.add(t, "2.0.0", files)
+		name := "creds-" + ns[len(ns)-5:]
+		// NOTE: other credentials fetch anew, past what the fetcher keeps
+		// of the first fetch.
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name, Labels: map[string]string{capstanv1.AddonLabel: "applied-" + ns[len(ns)-5:]}},
+			StringData: map[string]string{"username": "reader", "password": "not-a-secret-" + ns},
+		}
+		if err := admin.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		a := install(t, ns, repo, func() {
+			archive := strings.TrimPrefix(repo.versions["1.0.0"], charts.srv.URL)
+			_, mend := charts.breakPath(archive, http.StatusForbidden, "")
+			t.Cleanup(mend)
+		}, func(s *capstanv1.AddonSpec) {
+			s.Chart.SecretRef = &capstanv1.LocalObjectReference{Name: name}
+		})
+		deleteAddon(t, a)
+		for _, hook := range []string{"ran-1-0-0", "ran-2-0-0"} {
+			if live(t, "v1", "ConfigMap", ns, hook) != nil {
+				t.Errorf("the uninstall ran a pre-delete hook (%s), though the applied 1.0.0 could not be fetched", hook)
+			}
+		}
+		if live(t, "v1", "ConfigMap", ns, "settings") != nil {
+			t.Error("the uninstall left the inventory")
+		}
+		eventually(t, 30*time.Second, "a DeleteHooksRefused warning that says 1.0.0 is not gone", func() bool {
+			note := addonEvent(t, a, "DeleteHooksRefused")
+			return strings.Contains(note, "1.0.0, the version applied last") && strings.Contains(note, "not because it is gone") && strings.Contains(note, "403")
+		})
 	})
 
 	t.Run("the applied version deleted from the repository", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -32,19 +33,26 @@ const reasonDeleteHooksNotFromApplied = "DeleteHooksNotFromApplied"
 // A chart from a repository or an OCI registry is rendered at the applied
 // version (appliedChart), with the current values: the applied values are
 // not stored. How that render fails decides what runs:
-//   - the applied version cannot be fetched for good (deleted from the
-//     repository, a 404, a broken archive): the uninstall renders what the
-//     spec names, as it did before, and a DeleteHooksNotFromApplied warning
-//     names the version its hooks come from;
+//   - the applied version is gone for good (deleted from the repository's
+//     index, a 404 or 410, a broken archive; goneForGood): the uninstall
+//     renders what the spec names, as it did before, and a
+//     DeleteHooksNotFromApplied warning names the version its hooks come
+//     from. Another client error of the fetch (a 401 or 403 of expired
+//     credentials, say) runs no delete hook, as below: the spec's version
+//     may well come from the cache;
 //   - it was fetched but does not render (the current values do not fit
 //     it, a template fails, it is past the sandbox's memory or output
 //     bound or the objects limit): no delete hook runs, as for any delete
 //     render that fails for good, and the DeleteHooksRefused event names
 //     the applied version and why. The spec's version's hooks would be
 //     those of software that was never installed;
-//   - it fails for a moment, or the sandbox stopped it at its time bound,
-//     which may pass at the next try: the uninstall waits and tries again,
-//     as for any delete render.
+//   - it fails for a moment: the uninstall waits and tries again, as for
+//     any delete render;
+//   - the sandbox stopped it at its time bound: as for a render of what
+//     the spec names, the uninstall waits for one pause and tries again,
+//     and goes on without the delete hooks if it stops there again, or
+//     at once when the namespace they would run in is going
+//     (timeBoundStop).
 //
 // Nor is the applied version rendered for an https archive or a git
 // folder, or a chart whose source or digest pin changed: the same warning
@@ -66,7 +74,7 @@ func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, 
 	var stop *boundStop
 	switch {
 	case err == nil && !done && len(s.valuesErrors) > 0:
-		r.appliedUnrendered(ctx, s, applied, current, "the current values have errors for it: "+s.mask().String(describeValuesErrors(s.valuesErrors)))
+		r.appliedUnrendered(ctx, s, applied, current, "does not render: the current values have errors for it: "+s.mask().String(describeValuesErrors(s.valuesErrors)))
 		return true, nil
 	case err == nil:
 		if !done {
@@ -74,14 +82,23 @@ func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, 
 		}
 		return done, nil
 	case errors.As(err, &stop) && stop.Bound == "time":
-		// NOTE: the time bound is not the inputs' verdict: the render may
-		// pass once the pause is over, on a less loaded node. The other
-		// bounds (memory, output, objects) are the same at every try.
+		// NOTE: the time bound is not the inputs' verdict at its first
+		// stop: deleteHooks judges it (timeBoundStop), as for a render of
+		// what the spec names. The other bounds (memory, output, objects)
+		// are the same at every try.
 		return false, fmt.Errorf("the sandbox stopped the render of %s %s, the version applied last, at its time bound: %w", applied.Source, applied.Version, stop)
 	case classify(err) != classTerminal && !source.NotInIndex(err):
 		return false, err
 	case stage != stageFetch:
-		r.appliedUnrendered(ctx, s, applied, current, s.mask().Error(err).Error())
+		r.appliedUnrendered(ctx, s, applied, current, "does not render: "+s.mask().Error(err).Error())
+		return true, nil
+	case !goneForGood(err):
+		// NOTE: a refusal (401, 403) or another client error says
+		// nothing of the version being gone: the spec's version may come
+		// from the cache, and its hooks are not those of the software
+		// that runs.
+		r.appliedUnrendered(ctx, s, applied, current, "could not be fetched, and not because it is gone from its repository: "+s.mask().Error(err).Error()+
+			". Only a version gone for good (not in the repository's index, 404 or 410, a broken archive) falls back to the hooks of the version the spec names")
 		return true, nil
 	}
 	// NOTE: the applied version cannot be fetched for good: the hooks the
@@ -103,12 +120,24 @@ func (r *AddonReconciler) renderForDelete(ctx context.Context, s *scope) (bool, 
 // together).
 const stageFetch = "Fetch"
 
+// goneForGood reports whether a fetch of the applied version failed
+// since that version is gone from its repository for good: not in the
+// index, a 404 or 410, or an archive that is broken or not the pinned one.
+func goneForGood(err error) bool {
+	var fe *source.FetchError
+	var ae *source.ArchiveError
+	var de *source.DigestMismatchError
+	return source.NotInIndex(err) || errors.As(err, &fe) && (fe.Status == http.StatusNotFound || fe.Status == http.StatusGone) ||
+		errors.As(err, &ae) || errors.As(err, &de)
+}
+
 // appliedUnrendered runs none of the delete hooks, since the applied
-// version was fetched but does not render, and says why
-// (refuseDeleteHooks): the uninstall goes on without them.
+// version does not render (or could not be fetched, but is not gone for
+// good), and says why (refuseDeleteHooks): the uninstall goes on without
+// them. why starts with the verb: "does not render: ...".
 func (r *AddonReconciler) appliedUnrendered(ctx context.Context, s *scope, applied *capstanv1.Revision, current *capstanv1.ChartSource, why string) {
 	s.hooks = nil
-	r.refuseDeleteHooks(ctx, s, fmt.Sprintf("%s %s, the version applied last (revision %d), does not render: %s. "+
+	r.refuseDeleteHooks(ctx, s, fmt.Sprintf("%s %s, the version applied last (revision %d), %s. "+
 		"The hooks of what spec.chart.version asks for (%s) are not run in its place: they are not those of the software that runs",
 		applied.Source, applied.Version, applied.Number, why, askedVersion(current)), renderFailedAhead(s.addon))
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/source"
 )
 
 // TestAppliedChart decides the chart the uninstall renders its delete
@@ -113,5 +115,40 @@ func TestStageFetchNamesTheFetchStep(t *testing.T) {
 	}
 	if len(names) < 2 || names[1] != stageFetch {
 		t.Errorf("the render steps are %q; want the second named %q, the fetch", names, stageFetch)
+	}
+}
+
+// TestGoneForGood: only a version gone from its repository for good falls
+// back to the hooks of the version the spec names; a refusal of the
+// credentials (401, 403) or another client error runs none.
+func TestGoneForGood(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"404", &source.FetchError{URL: "http://127.0.0.1/a-1.0.0.tgz", Status: http.StatusNotFound}, true},
+		{"410", &source.FetchError{URL: "http://127.0.0.1/a-1.0.0.tgz", Status: http.StatusGone}, true},
+		{"a broken archive", &source.ArchiveError{Problem: "not gzip"}, true},
+		{"a digest mismatch", &source.DigestMismatchError{Source: "a", Expected: "sha256:1", Actual: "sha256:2"}, true},
+		{"401", &source.FetchError{URL: "http://127.0.0.1/a-1.0.0.tgz", Status: http.StatusUnauthorized}, false},
+		{"403", &source.FetchError{URL: "http://127.0.0.1/a-1.0.0.tgz", Status: http.StatusForbidden}, false},
+		{"400", &source.FetchError{URL: "http://127.0.0.1/a-1.0.0.tgz", Status: http.StatusBadRequest}, false},
+		{"a spec error", &source.SpecError{Problem: "the Secret does not fit the URL"}, false},
+	} {
+		if got := goneForGood(terminal{c.err}); got != c.want {
+			t.Errorf("%s: goneForGood = %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+// TestWaitsAtTimeBound: an uninstall waits for a delete render stopped at
+// the sandbox's time bound only once; a second stop in a row goes on
+// without the delete hooks.
+func TestWaitsAtTimeBound(t *testing.T) {
+	for times, want := range map[int]bool{1: true, 2: false, 3: false} {
+		if got := waitsAtTimeBound(&boundStop{LimitError: &render.LimitError{Bound: "time"}, times: times}); got != want {
+			t.Errorf("after %d stops: waits = %t, want %t", times, got, want)
+		}
 	}
 }
