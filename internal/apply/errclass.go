@@ -32,40 +32,9 @@ func Transient(err error) bool {
 // ServerBusy reports whether the API server answered err for a moment:
 // a timeout, too many requests, or a 500 or 503. It is Transient without
 // the network's errors, for a caller that judges those itself.
-//
-// NOTE: an admission webhook that answered and denied the request
-// (WebhookDenied) is a refusal whatever its code: the API server passes
-// on the code the webhook chose, and a policy engine whose evaluation
-// failed answers its denial with a 500 or 503.
 func ServerBusy(err error) bool {
-	if WebhookDenied(err) != "" {
-		return false
-	}
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
-}
-
-// WebhookDenied returns the name of the admission webhook that err, the
-// API server's answer, says answered and denied the request (`admission
-// webhook "NAME" denied the request`, its fixed wording), or "" when err
-// is another.
-func WebhookDenied(err error) string {
-	var status apierrors.APIStatus
-	if err == nil || !errors.As(err, &status) {
-		return ""
-	}
-	const prefix, denied = `admission webhook "`, `" denied the request`
-	msg := status.Status().Message
-	i := strings.Index(msg, prefix)
-	if i < 0 {
-		return ""
-	}
-	rest := msg[i+len(prefix):]
-	end := strings.Index(rest, denied)
-	if end <= 0 || strings.IndexByte(rest[:end], '"') >= 0 {
-		return ""
-	}
-	return rest[:end]
 }
 
 // FailedWebhook returns the name of the admission webhook that err says

@@ -311,33 +311,3 @@ func TestGraceKeyNamesTheFailedWebhook(t *testing.T) {
 		})
 	}
 }
-
-// TestAWebhookDenialGetsNoGrace: an admission webhook that denied the
-// request with a 500 (a policy engine whose evaluation failed) is a
-// refusal: the dry run's is recorded in the plan on the first look, and a
-// read's is returned as the error it is, neither one retried in a grace.
-func TestAWebhookDenialGetsNoGrace(t *testing.T) {
-	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web", UID: "u1"}}
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion("v1")
-	obj.SetKind("ConfigMap")
-	obj.SetNamespace("apps")
-	obj.SetName("settings")
-	ref := capstanv1.RefOf(obj)
-	denied := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500,
-		Message: `admission webhook "policy.example.com" denied the request: evaluation failed`}}
-	c := &countingCluster{live: map[string]*unstructured.Unstructured{}, dryRunErr: map[string]error{ref.Key(): denied}}
-	var g DryRunGrace
-	in := PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{obj}, Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Grace: &g}
-	p, err := PreviewObjects(context.Background(), c, in)
-	if err != nil {
-		t.Fatalf("PreviewObjects: %v; want the denial recorded in the plan at once", err)
-	}
-	if len(p.Objects) != 1 || !strings.Contains(p.Objects[0].Error, "denied the request") {
-		t.Fatalf("objects %+v; want the denial recorded", p.Objects)
-	}
-	var dre *DryRunError
-	if err := in.readFailed(ref, denied); errors.As(err, &dre) || !strings.Contains(err.Error(), "denied the request") {
-		t.Fatalf("a read denied: %v; want the denial as it is, not retried", err)
-	}
-}
