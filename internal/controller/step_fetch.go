@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
-	"path"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,11 +65,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 		}
 		prov, err = r.Fetcher.Provenance(ctx, chart, creds)
 		if err == nil {
-			filename := path.Base(chart.URL)
-			if u, perr := url.Parse(chart.URL); perr == nil {
-				filename = path.Base(u.Path)
-			}
-			signer, err = source.VerifyProvenance(prov, keyring, filename, chart.Digest)
+			signer, err = source.VerifyProvenance(prov, keyring, chart.FileName(), chart.Digest)
 		}
 	case v.Cosign != nil:
 		var keys []byte

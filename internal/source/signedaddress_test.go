@@ -65,6 +65,11 @@ func TestArchiveAddressFromTheIndexIsShownWithoutItsQuery(t *testing.T) {
 			if got := ChartArtifact(&capstanv1.ChartSource{Repo: r.URL, Name: "demo"}, ch).PlanSource().URL; got != tc.wantShown {
 				t.Errorf("PlanSource().URL = %q, want %q", got, tc.wantShown)
 			}
+			// NOTE: the provenance file signs the archive by its file name,
+			// which the URL shown no longer holds for another host.
+			if got := ch.FileName(); got != "demo-1.0.0.tgz" {
+				t.Errorf("FileName() = %q, want demo-1.0.0.tgz, the name the provenance file signs", got)
+			}
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -212,6 +213,21 @@ type Chart struct {
 	// for its provenance file; empty for a chart from an OCI registry or a
 	// file.
 	fetchURL string
+}
+
+// FileName is the archive's file name, as its provenance file signs it:
+// the last segment of the path it was fetched from. URL, which is for
+// display, may hold only the origin of an archive on another host than
+// its repository, so the name is taken from the address fetched.
+func (c *Chart) FileName() string {
+	addr := c.fetchURL
+	if addr == "" {
+		addr = c.URL
+	}
+	if u, err := url.Parse(addr); err == nil {
+		return path.Base(u.Path)
+	}
+	return path.Base(addr)
 }
 
 // Tree is one commit of a git repository.
