@@ -96,3 +96,30 @@ func TestApplyGraceTakesOnlyAMoment(t *testing.T) {
 		t.Fatalf("the add-on's own webhook had a grace: %v", got)
 	}
 }
+
+// TestFailedForGood: a sync whose apply the API server refused, or whose
+// grace is over, has failed for good, so a fix that changes the plan is
+// not held by its approval; one still in its grace, or stopped by the
+// reconcile's own deadline, only paused.
+func TestFailedForGood(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	refused := apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "settings", nil)
+	busy := apierrors.NewServiceUnavailable("try later")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"an object refused", fmt.Errorf("applying ConfigMap apps/settings: %w", refused), true},
+		{"forbidden", apierrors.NewForbidden(gr, "settings", errors.New("no")), true},
+		{"an apply whose grace is over", fmt.Errorf("%w (the API server has failed the apply so since then, on 3 looks or more)", busy), true},
+		{"a terminal failure", terminal{errors.New("the hook failed")}, true},
+		{"an apply in its grace", &applyRetry{err: busy}, false},
+		{"the reconcile's deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), false},
+		{"a cancelled reconcile", fmt.Errorf("waiting: %w", context.Canceled), false},
+	} {
+		if got := failedForGood(tc.err); got != tc.want {
+			t.Errorf("%s: failedForGood = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -205,10 +205,10 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	}
 	if err != nil {
 		err = r.syncFailed(ctx, s, r.applyGrace(s, err, time.Now()))
-		if b := s.addon.Status.SyncInProgress; b != nil && classify(err) == classTerminal {
-			// NOTE: only a person can fix it; a fix that changes the plan
-			// is judged as any plan, not held by this request's approval
-			// (plan.FailedRequest).
+		if b := s.addon.Status.SyncInProgress; b != nil && failedForGood(err) {
+			// NOTE: a fix that changes the plan is judged as any plan,
+			// not held by this request's approval (plan.FailedRequest); a
+			// retry of the same plan still goes on from this sync.
 			b.Failed = true
 		}
 		return false, err
@@ -558,6 +558,22 @@ func applyMoment(err error) bool {
 		return false
 	}
 	return apply.ServerBusy(err) || errors.As(err, &netErr)
+}
+
+// failedForGood reports whether err, a sync's apply's after applyGrace,
+// ends the sync that began rather than pausing it: a hook that failed, a
+// wave that did not become Current, an object the API server refused, or
+// an apply whose grace is over. An apply still in its grace (applyRetry)
+// and the reconcile's own deadline or cancellation only pause it.
+func failedForGood(err error) bool {
+	var retry *applyRetry
+	if errors.As(err, &retry) {
+		return false
+	}
+	if classify(err) == classTerminal {
+		return true
+	}
+	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
 
 // applyRetry is an apply the API server could not take for a moment,
