@@ -78,3 +78,42 @@ func TestPruneSparesAnObjectMadeAnew(t *testing.T) {
 		t.Error("alpha, left running, left the inventory; the next plan could not show its delete")
 	}
 }
+
+// TestPruneOfAnObjectGoneAsksNoApproval: a manualSync add-on's render no
+// longer holds ConfigMap beta, which someone deleted by hand already. The
+// plan's prune of it deletes nothing, so it waits for no approval: the
+// sync drops beta from the inventory, and the add-on is Synced.
+func TestPruneOfAnObjectGoneAsksNoApproval(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, cmChart("13.0.0", "alpha", "beta"))
+	a := create(t, newAddon(controllerNS, "gone-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune, s.ManualSync = true, true
+	})))
+	approvePlan(t, a)
+	synced(t, a)
+	beta := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "beta"}, beta); err != nil {
+		t.Fatalf("beta was not applied: %v", err)
+	}
+	if err := admin.Delete(ctx, beta); err != nil {
+		t.Fatal(err)
+	}
+
+	url2, _ := charts.publish(t, cmChart("14.0.0", "alpha"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	got := waitFor(t, a, 90*time.Second, "the sync that drops beta from the inventory", func(cur *capstanv1.Addon) bool {
+		if cur.Status.ObservedGeneration == cur.Generation && readyReason(cur) == "AwaitingApproval" {
+			t.Fatalf("the prune of beta, gone already, waits for approval: %s", describeStatus(cur))
+		}
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	for _, r := range capstanv1.RefsOf(got.Status.Inventory) {
+		if r.Kind == "ConfigMap" && r.Name == "beta" {
+			t.Error("beta, gone, is still in the inventory")
+		}
+	}
+	if live(t, "v1", "ConfigMap", ns, "alpha") == nil {
+		t.Error("alpha, still rendered, is gone")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 )
@@ -218,7 +220,10 @@ func TestMassPruneCountsOnlyDeletable(t *testing.T) {
 		{name: "the CRDs and two Deployments rendered", rendered: slices.Concat(crds, deployments[:2]), held: true},
 		{name: "the CRDs, the Namespace and six Deployments rendered", rendered: slices.Concat(crds, deployments[:6], []capstanv1.ObjectRef{namespace})},
 	} {
-		in := Input{Prune: apply.PruneSet(inventory, tc.rendered)}
+		in := Input{Prune: apply.PruneSet(inventory, tc.rendered), PruneUIDs: map[string]types.UID{}}
+		for _, r := range in.Prune {
+			in.PruneUIDs[r.Key()] = types.UID("uid-" + r.Name)
+		}
 		for _, r := range tc.rendered {
 			in.Objects = append(in.Objects, ObjectResult{Ref: r, Comparison: Comparison{Action: capstanv1.ActionUnchanged}})
 		}
@@ -298,5 +303,53 @@ func TestFailedApprovedSyncReleasesItsApproval(t *testing.T) {
 					v.Apply, v.Reason, v.HandledSyncRequest, v.Message, tc.apply, tc.reason, tc.handlesReq)
 			}
 		})
+	}
+}
+
+// TestPruneOfAGoneObjectIsNoDelete: a prune of inventory entries whose
+// objects the preview found gone (no UID read: deleted by hand, or never
+// created by an install that stopped before them) deletes nothing. The
+// plan counts no delete and lists none, but names them in a notice; it is
+// not pending, so manual sync does not ask for approval of it, and the
+// mass-prune gate does not hold it. The entries stay in the hash, so that
+// the approval of a plan that found one gone does not cover the plan that
+// reads it back.
+func TestPruneOfAGoneObjectIsNoDelete(t *testing.T) {
+	cm := func(name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: name}
+	}
+	kept := ObjectResult{Ref: cm("kept"), Comparison: Comparison{Action: capstanv1.ActionUnchanged}}
+	in := Input{Objects: []ObjectResult{kept}, Prune: []capstanv1.ObjectRef{cm("a"), cm("b"), cm("c")}}
+	p := Build(in)
+	if p.Summary.Delete != 0 || Pending(p) {
+		t.Fatalf("a prune of objects found gone: summary %+v, pending %v; want no delete and nothing pending", p.Summary, Pending(p))
+	}
+	for _, o := range p.Objects {
+		if o.Action == capstanv1.ActionDelete {
+			t.Errorf("the plan lists the delete of %s, which is gone", o.Describe())
+		}
+	}
+	if len(p.Notices) != 1 || !strings.Contains(p.Notices[0].Message, "3 object(s) of the inventory that the render no longer applies are gone already") ||
+		!strings.Contains(p.Notices[0].Message, "ConfigMap apps/a") || !strings.Contains(p.Notices[0].Message, "the sync deletes nothing") {
+		t.Errorf("notices %+v; want one that names the objects gone and says nothing is deleted", p.Notices)
+	}
+	s := State{Plan: p, Inventory: 4, PruneThreshold: 0.5, ManualSync: true}
+	if _, decided := MassPrune(s); decided {
+		t.Error("the mass-prune gate holds a plan that deletes nothing")
+	}
+	if v := Decide(s); !v.Apply {
+		t.Errorf("a manual-sync add-on waits to drop gone objects from its inventory: %+v", v)
+	}
+
+	in.PruneUIDs = map[string]types.UID{cm("a").Key(): "uid-a"}
+	back := Build(in)
+	if back.Hash == p.Hash {
+		t.Error("a plan that reads back an object it found gone hashes as the one that found it gone")
+	}
+	if back.Summary.Delete != 1 || !Pending(back) || !strings.Contains(back.Notices[0].Message, "2 object(s)") {
+		t.Errorf("summary %+v, notices %+v; want the delete of a and a notice of the 2 others gone", back.Summary, back.Notices)
+	}
+	if v := Decide(State{Plan: back, Inventory: 4, PruneThreshold: 0.5, ManualSync: true}); v.Apply || v.Reason != ReasonAwaitApproval {
+		t.Errorf("the delete of an object that runs was not held for approval: %+v", v)
 	}
 }

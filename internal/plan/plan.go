@@ -324,10 +324,22 @@ func Build(in Input) *capstanv1.Plan {
 		}
 		return nil
 	}
+	var gone []capstanv1.ObjectRef
 	for _, r := range in.Prune {
+		// NOTE: still in the hash as it was (with no UID), so that an
+		// approval binds what the preview saw: the prune deletes no
+		// object under the name that the plan found gone
+		// (apply.Deleting.Planned).
+		material = append(append(material, "prune", refKey(r)), uid(r)...)
+		if in.PruneUIDs[r.Key()] == "" {
+			gone = append(gone, r)
+			continue
+		}
 		p.Objects = append(p.Objects, capstanv1.PlannedObject{ObjectRef: r, Action: capstanv1.ActionDelete})
 		count(&p.Summary, capstanv1.ActionDelete)
-		material = append(append(material, "prune", refKey(r)), uid(r)...)
+	}
+	if notice, ok := goneNotice(gone); ok {
+		p.Notices = append(p.Notices, notice)
 	}
 	for _, r := range in.Confirm {
 		material = append(append(material, "confirm", refKey(r)), uid(r)...)
@@ -386,6 +398,31 @@ func reviewableOrder(hooks []HookResult) []HookResult {
 	return out
 }
 
+// goneNotice says which objects of the inventory the prune found gone
+// already (deleted by hand, or never created by an install that stopped
+// before them). They are no delete: the sync drops them from the
+// inventory and deletes nothing, so neither the summary, Pending, nor the
+// approvals of manual sync and of a mass prune count them.
+func goneNotice(gone []capstanv1.ObjectRef) (capstanv1.Notice, bool) {
+	if len(gone) == 0 {
+		return capstanv1.Notice{}, false
+	}
+	var names []string
+	for i, r := range gone {
+		if i == listedGone {
+			names = append(names, fmt.Sprintf("and %d more", len(gone)-listedGone))
+			break
+		}
+		names = append(names, r.Describe())
+	}
+	return capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+		"%d object(s) of the inventory that the render no longer applies are gone already (deleted by hand, or never created by a sync that stopped before them): the sync deletes nothing and drops them from the inventory, so they need no approval; one created under such a name before the sync runs is left running, and the next plan shows its delete: %s",
+		len(gone), strings.Join(names, ", "))}, true
+}
+
+// listedGone is how many objects found gone goneNotice names.
+const listedGone = 5
+
 // unverified counts the objects the API server could not dry-run yet.
 func unverified(objs []ObjectResult) int {
 	n := 0
@@ -398,7 +435,9 @@ func unverified(objs []ObjectResult) int {
 }
 
 // Pending reports whether applying the plan would change anything: objects
-// to create, update or delete, or hooks to run.
+// to create, update or delete, or hooks to run. An object of the inventory
+// found gone is no delete (goneNotice): dropping it from the inventory
+// changes nothing that runs.
 func Pending(p *capstanv1.Plan) bool {
 	if p == nil {
 		return false
