@@ -39,6 +39,7 @@ import (
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/strictjson"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -241,11 +242,17 @@ func PatchedSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
 	}
+	// NOTE: decoded case-sensitively, as the API server reads the spec:
+	// encoding/json would take {"DeletionPolicy":"Delete"} as the
+	// deletionPolicy field, or, next to the current deletionPolicy, keep
+	// whichever of the two comes last.
 	var spec capstanv1.AddonSpec
-	dec := json.NewDecoder(bytes.NewReader(merged))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	if err := strictjson.Unmarshal(merged, &spec); err != nil {
+		var unknown *strictjson.UnknownField
+		if errors.As(err, &unknown) {
+			unknown.Path = "spec." + unknown.Path
+		}
+		return nil, fmt.Errorf("%w: %w", ErrBadPatch, err)
 	}
 	out.Spec = spec
 	return out, nil

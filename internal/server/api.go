@@ -34,6 +34,7 @@ import (
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server/body"
 	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/strictjson"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -113,7 +114,11 @@ func errorFor(err error) apiError {
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
-		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
+		field := "spec"
+		if unknown := (*strictjson.UnknownField)(nil); errors.As(err, &unknown) {
+			field = unknown.Path
+		}
+		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: field}
 	case errors.Is(err, addons.ErrPlanBlocked), errors.Is(err, source.ErrGitTooLarge), errors.As(err, new(*render.LimitError)), errors.As(err, new(*source.SignatureError)),
 		errors.As(err, new(*source.DigestMismatchError)), errors.As(err, new(*source.ArchiveError)), errors.As(err, new(*render.TemplateError)),
 		errors.As(err, new(*netguard.RefusedError)), errors.As(err, new(*source.SpecError)):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,5 +57,49 @@ func TestAKeyGivenTwiceIsRefused(t *testing.T) {
 	a := &capstanv1.Addon{}
 	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, a); err != nil || a.Generation != before.Generation || a.Spec.Values != nil || a.Spec.DeletionPolicy != before.Spec.DeletionPolicy {
 		t.Errorf("a refused edit changed the Addon: %v, generation %d (was %d), values %v, deletionPolicy %q", err, a.Generation, before.Generation, a.Spec.Values, a.Spec.DeletionPolicy)
+	}
+}
+
+// TestAKeyInAnotherCaseIsRefused: an add or an edit whose body spells a
+// field in another letter case ({"name":"x","Name":"y"}, a spec patch's
+// DeletionPolicy) is a 400 that names the key as an unknown field, rather
+// than take it as that field, and nothing is written.
+func TestAKeyInAnotherCaseIsRefused(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "create", "patch", "update"), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	list := "/api/v1/namespaces/" + ns + "/addons"
+	const chart = `"chart":{"url":"https://charts.example/blog-1.0.0.tgz"}`
+	refused := func(what, method, path, body, field, suggest string) {
+		t.Helper()
+		code, got := call(t, editor, method, path, []byte(body))
+		expect(t, what, code, got, http.StatusBadRequest)
+		var e struct{ Field, Message string }
+		if err := json.Unmarshal(got, &e); err != nil || e.Field != field ||
+			!strings.Contains(e.Message, `unknown field "`+field+`": did you mean `+suggest+"?") {
+			t.Errorf("%s: the refusal is %s (%v); want %s named as an unknown field, %s suggested", what, got, err, field, suggest)
+		}
+	}
+	refused("an add with the name in two cases", http.MethodPost, list, `{"name":"x","Name":"y","spec":{"suspend":true,`+chart+`}}`, "Name", "name")
+	refused("an add with a secret input and SecretInputs", http.MethodPost, list, `{"name":"x","spec":{"suspend":true,`+chart+`},"SecretInputs":{"auth.password":"s3cret"}}`, "SecretInputs", "secretInputs")
+	for _, name := range []string{"x", "y"} {
+		if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a refused add left the Addon %s: %v", name, err)
+		}
+	}
+	var secrets corev1.SecretList
+	if err := admin.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		if s.Type != corev1.SecretTypeServiceAccountToken {
+			t.Errorf("a refused add left the Secret %s", s.Name)
+		}
+	}
+
+	before := addonWithPlan(t, ns, "demo", hashOf("a"))
+	refused("an edit with DeletionPolicy", http.MethodPatch, list+"/demo", `{"spec":{"DeletionPolicy":"Orphan"}}`, "spec.DeletionPolicy", "deletionPolicy")
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, a); err != nil || a.Generation != before.Generation || a.Spec.DeletionPolicy != before.Spec.DeletionPolicy {
+		t.Errorf("a refused edit changed the Addon: %v, generation %d (was %d), deletionPolicy %q", err, a.Generation, before.Generation, a.Spec.DeletionPolicy)
 	}
 }

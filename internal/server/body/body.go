@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/strictjson"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -178,10 +179,21 @@ func Decode(r io.Reader, v any) error {
 		return refuse("", "the request body is not UTF-8 at byte %d: JSON must be sent as UTF-8", at)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var first json.RawMessage
+	if err := dec.Decode(&first); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil
+		}
+		return refuse("", "the request body is not the JSON this endpoint takes: %v", err)
+	}
+	// NOTE: encoding/json matches a key to a field in any letter case, so
+	// {"name":"blog","Name":"other"} passed the check of keys given twice,
+	// which compares them exactly, and named the Addon other; the API
+	// server and kubectl match field names exactly.
+	if err := strictjson.Unmarshal(first, v); err != nil {
+		var unknown *strictjson.UnknownField
+		if errors.As(err, &unknown) {
+			return refuse(unknown.Path, "the request body is not the JSON this endpoint takes: %v", err)
 		}
 		return refuse("", "the request body is not the JSON this endpoint takes: %v", err)
 	}

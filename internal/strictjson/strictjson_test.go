@@ -1,0 +1,41 @@
+package strictjson
+
+import (
+	"errors"
+	"testing"
+)
+
+type inner struct {
+	URL string `json:"url"`
+	Url string `json:"Url"` //nolint:revive,staticcheck // two fields whose names differ only in case
+}
+
+type base struct {
+	Name string `json:"name"`
+}
+
+type outer struct {
+	base
+	Inner inner `json:"inner"`
+}
+
+// TestUnmarshalNamesTheFirstUnknownField: the first key that names no
+// field exactly is returned with its path, a field of an embedded struct
+// is suggested, and no spelling is suggested where two fields share it.
+func TestUnmarshalNamesTheFirstUnknownField(t *testing.T) {
+	for data, want := range map[string]UnknownField{
+		`{"NAME":"a","Other":1}`: {Path: "NAME", Suggest: "name"},
+		`{"inner":{"URL":"a"}}`:  {Path: "inner.URL"},
+		`{"Inner":{}}`:           {Path: "Inner", Suggest: "inner"},
+		`{"name":"a","x":1}`:     {Path: "x"},
+	} {
+		var unknown *UnknownField
+		if err := Unmarshal([]byte(data), &outer{}); !errors.As(err, &unknown) || *unknown != want {
+			t.Errorf("Unmarshal(%s) = %v; want %+v", data, err, want)
+		}
+	}
+	var v outer
+	if err := Unmarshal([]byte(`{"name":"a","inner":{"url":"u","Url":"U"}}`), &v); err != nil || v.Name != "a" || v.Inner.URL != "u" || v.Inner.Url != "U" {
+		t.Errorf("keys in the fields' own case: %v, %+v", err, v)
+	}
+}
