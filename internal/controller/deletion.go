@@ -599,19 +599,15 @@ func (r *AddonReconciler) goneAddonNamespace(ctx context.Context, s *scope) (str
 	case own.DeletionTimestamp != nil:
 		return "the namespace " + s.addon.Namespace + " is being deleted", nil
 	}
-	for _, ns := range []string{s.addon.Spec.TargetNamespace} {
-		if ns == "" {
-			continue
-		}
-		live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns})
-		if err != nil {
-			return "", fmt.Errorf("reading the namespace %s of the uninstall failed, so the uninstall tries again: %w", ns, err)
-		}
-		if why := hooks.NamespaceGoneReason(ns, live); why != "" {
-			return why, nil
-		}
+	ns := s.addon.Spec.TargetNamespace
+	if ns == "" {
+		return "", nil
 	}
-	return "", nil
+	live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns})
+	if err != nil {
+		return "", fmt.Errorf("reading the namespace %s of the uninstall failed, so the uninstall tries again: %w", ns, err)
+	}
+	return hooks.NamespaceGoneReason(ns, live), nil
 }
 
 // goneHookNamespace reads the namespace of each delete hook still to run,

@@ -183,14 +183,7 @@ func (g *DryRunGrace) Keep(addon *capstanv1.Addon, keys map[string]bool) {
 	if g == nil {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	name := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
-	for k := range g.failed {
-		if k.addon == name && !keys[k.object] && !strings.HasPrefix(k.object, applyPrefix) {
-			delete(g.failed, k)
-		}
-	}
+	g.forget(addon, func(object string) bool { return !keys[object] && !strings.HasPrefix(object, applyPrefix) })
 }
 
 // Applied forgets the failures of the add-on's apply (ApplyGraceKey): it
@@ -199,11 +192,16 @@ func (g *DryRunGrace) Applied(addon *capstanv1.Addon) {
 	if g == nil {
 		return
 	}
+	g.forget(addon, func(object string) bool { return strings.HasPrefix(object, applyPrefix) })
+}
+
+// forget forgets the add-on's failures whose key's object drop says to.
+func (g *DryRunGrace) forget(addon *capstanv1.Addon, drop func(object string) bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	name := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	for k := range g.failed {
-		if k.addon == name && strings.HasPrefix(k.object, applyPrefix) {
+		if k.addon == name && drop(k.object) {
 			delete(g.failed, k)
 		}
 	}
