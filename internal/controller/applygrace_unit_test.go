@@ -112,9 +112,14 @@ func TestFailedForGood(t *testing.T) {
 	}{
 		{"an object refused", fmt.Errorf("applying ConfigMap apps/settings: %w", refused), true},
 		{"forbidden", apierrors.NewForbidden(gr, "settings", errors.New("no")), true},
-		{"an apply whose grace is over", fmt.Errorf("%w (the API server has failed the apply so since then, on 3 looks or more)", busy), true},
+		{"an apply whose grace is over", &applyLasted{fmt.Errorf("%w (the API server has failed the apply so since then, on 3 looks or more)", busy)}, true},
 		{"a terminal failure", terminal{errors.New("the hook failed")}, true},
 		{"an apply in its grace", &applyRetry{err: busy}, false},
+		{"a moment outside the grace (a hook's create, a status write)", fmt.Errorf("creating the hook: %w", busy), false},
+		{"a conflict", apierrors.NewConflict(gr, "web", errors.New("changed")), false},
+		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), false},
+		{"a timeout", apierrors.NewTimeoutError("slow", 1), false},
+		{"an error with no status", errors.New("the next try maps it"), false},
 		{"the reconcile's deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), false},
 		{"a cancelled reconcile", fmt.Errorf("waiting: %w", context.Canceled), false},
 	} {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -538,12 +540,18 @@ func (r *AddonReconciler) applyGrace(s *scope, err error, now time.Time) error {
 	first, lasted := r.dryRunGrace.Lasted(s.addon, plan.ApplyGraceKey(webhook), now)
 	switch {
 	case lasted && first.IsZero():
-		return fmt.Errorf("%w (the controller remembers too many other requests failing so to give this apply time)", err)
+		return &applyLasted{fmt.Errorf("%w (the controller remembers too many other requests failing so to give this apply time)", err)}
 	case lasted:
-		return fmt.Errorf("%w (the API server has failed the apply so since %s, on %d looks or more)", err, first.UTC().Format(time.RFC3339), plan.GraceTries)
+		return &applyLasted{fmt.Errorf("%w (the API server has failed the apply so since %s, on %d looks or more)", err, first.UTC().Format(time.RFC3339), plan.GraceTries)}
 	}
 	return &applyRetry{err: err}
 }
+
+// applyLasted is an apply the API server could not take for a moment
+// whose grace is over (applyGrace): the failure it is.
+type applyLasted struct{ error }
+
+func (e *applyLasted) Unwrap() error { return e.error }
 
 // applyMoment reports whether err, an apply's, is one the API server
 // answers for a moment (apply.ServerBusy) or a connection lost on the way
@@ -561,19 +569,28 @@ func applyMoment(err error) bool {
 }
 
 // failedForGood reports whether err, a sync's apply's after applyGrace,
-// ends the sync that began rather than pausing it: a hook that failed, a
-// wave that did not become Current, an object the API server refused, or
-// an apply whose grace is over. An apply still in its grace (applyRetry)
-// and the reconcile's own deadline or cancellation only pause it.
+// ends the sync that began rather than pausing it: a failure only a
+// person can fix (a hook that failed, a wave that did not become
+// Current), an object the API server refused (a 4xx other than a
+// timeout, a conflict or 429), or an apply whose grace is over
+// (applyLasted). Anything else, an apply still in its grace, a hook or a
+// status write the API server could not take for a moment, a conflict,
+// the reconcile's own deadline, only pauses it: the approval that began
+// it is not used up by a moment.
 func failedForGood(err error) bool {
 	var retry *applyRetry
-	if errors.As(err, &retry) {
+	var lasted *applyLasted
+	var status apierrors.APIStatus
+	switch {
+	case errors.As(err, &retry):
 		return false
-	}
-	if classify(err) == classTerminal {
+	case classify(err) == classTerminal, errors.As(err, &lasted):
 		return true
+	case errors.As(err, &status):
+		code := status.Status().Code
+		return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusConflict && code != http.StatusTooManyRequests
 	}
-	return !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+	return false
 }
 
 // applyRetry is an apply the API server could not take for a moment,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -87,6 +88,11 @@ func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.W
 	// NOTE: what is kept counts as the inventory does, only of kinds a
 	// prune may delete: a Namespace left out loses no workload.
 	st.PruneThreshold, st.Kept, st.Confirm = r.Config.PruneApprovalThreshold, plan.CountDeletable(sparedRefs(s.kept)), describeAll(s.confirm)
+	// NOTE: the share a prune deletes is of what still runs: objects the
+	// preview found gone are no delete (plan.Build), and counted in the
+	// inventory they would let a render that lost everything that is
+	// left through the mass-prune gate.
+	st.Inventory -= plan.CountDeletable(goneRefs(s.prune, s.pruneUIDs))
 	st.Windows, st.Continuing = windows, s.continuesRun() || s.continuesSync()
 	if st.Continuing {
 		// NOTE: a sync that goes on from one that failed still handles
@@ -192,6 +198,18 @@ func appliedPlans(history []capstanv1.Revision) []string {
 	for _, rev := range history {
 		if rev.PlanHash != "" {
 			out = append(out, rev.PlanHash)
+		}
+	}
+	return out
+}
+
+// goneRefs are the objects of prune that the preview found gone: no UID
+// was read for them.
+func goneRefs(prune []capstanv1.ObjectRef, uids map[string]types.UID) []capstanv1.ObjectRef {
+	var out []capstanv1.ObjectRef
+	for _, r := range prune {
+		if uids[r.Key()] == "" {
+			out = append(out, r)
 		}
 	}
 	return out
