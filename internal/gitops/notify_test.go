@@ -98,11 +98,12 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 		t.Fatalf("the clean sync's event: %+v", e)
 	}
 
-	// Moved to an address with credentials in it that Go cannot even
-	// parse (a bare %): refused before any request, and neither the post
-	// nor the status shows them.
+	// Moved to an address with a token in it that Go cannot even parse (a
+	// bare %): refused before any request, and neither the post nor the
+	// status shows it. (A password, user:password@, the API server
+	// refuses before it is stored; a token as the user it takes.)
 	repo := getRepo(t, ns, "gitops")
-	repo.Spec.URL = strings.Replace(repoURL, "://", "://someone:pa55%word@", 1) + "-gone"
+	repo.Spec.URL = strings.Replace(repoURL, "://", "://someone-pa55%word@", 1) + "-gone"
 	if err := env.client.Update(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
