@@ -51,54 +51,74 @@ func Unmarshal(data []byte, v any) error {
 	if errors.As(strict[0], &fe) {
 		unknown.Path = fe.FieldPath()
 	}
-	key := unknown.Path[strings.LastIndex(unknown.Path, ".")+1:]
-	unknown.Suggest = suggest(reflect.TypeOf(v), key)
+	unknown.Suggest = suggest(reflect.TypeOf(v), unknown.Path)
 	return unknown
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// suggest is the one JSON field name, among the fields of t and of the
-// types it holds, that is key in other letter cases; "" when there is
-// none or more than one.
-func suggest(t reflect.Type, key string) string {
-	found := map[string]struct{}{}
-	seen := map[reflect.Type]bool{}
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-			t = t.Elem()
+// suggest is the JSON name of the one field, of the type that path's
+// last key was read into, that the key spells in other letter cases; ""
+// when there is none or more than one, or the path leads to no struct.
+// Only the fields at that place count: "did you mean kind?" for
+// spec.Kind would name a field of spec.valuesFrom[], not of spec.
+func suggest(t reflect.Type, path string) string {
+	segs := strings.Split(path, ".")
+	for _, seg := range segs[:len(segs)-1] {
+		seg, _, _ = strings.Cut(seg, "[")
+		f, ok := fieldNamed(t, func(name string) bool { return name == seg })
+		if !ok {
+			return ""
 		}
-		// NOTE: a type that decodes itself (a duration, raw spec.values)
-		// has no fields a body's key would name.
-		if t.Kind() != reflect.Struct || seen[t] || reflect.PointerTo(t).Implements(unmarshalerType) {
-			return
-		}
-		seen[t] = true
-		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" || (!f.IsExported() && !f.Anonymous) {
-				continue
-			}
-			if f.Anonymous && name == "" {
-				walk(f.Type)
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if name != key && strings.EqualFold(name, key) {
-				found[name] = struct{}{}
-			}
-			walk(f.Type)
-		}
+		t = f
 	}
-	walk(t)
+	key := segs[len(segs)-1]
+	var found []string
+	fields(t, func(name string, _ reflect.Type) {
+		if name != key && strings.EqualFold(name, key) {
+			found = append(found, name)
+		}
+	})
 	if len(found) != 1 {
 		return ""
 	}
-	for name := range found {
-		return name
+	return found[0]
+}
+
+// fieldNamed returns the type of the field of t whose JSON name match
+// takes.
+func fieldNamed(t reflect.Type, match func(string) bool) (out reflect.Type, ok bool) {
+	fields(t, func(name string, ft reflect.Type) {
+		if !ok && match(name) {
+			out, ok = ft, true
+		}
+	})
+	return out, ok
+}
+
+// fields calls each with the JSON name and type of each field of t (t's
+// element for a pointer, list or map), an embedded struct's fields as
+// t's own. A type that decodes itself (a duration, raw spec.values) has
+// no fields a body's key would name.
+func fields(t reflect.Type, each func(name string, ft reflect.Type)) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
 	}
-	return ""
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return
+	}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			fields(f.Type, each)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		each(name, f.Type)
+	}
 }

@@ -14,9 +14,14 @@ type base struct {
 	Name string `json:"name"`
 }
 
+type item struct {
+	Kind string `json:"kind"`
+}
+
 type outer struct {
 	base
-	Inner inner `json:"inner"`
+	Inner inner  `json:"inner"`
+	Items []item `json:"items"`
 }
 
 // TestUnmarshalNamesTheFirstUnknownField: the first key that names no
@@ -28,6 +33,10 @@ func TestUnmarshalNamesTheFirstUnknownField(t *testing.T) {
 		`{"inner":{"URL":"a"}}`:  {Path: "inner.URL"},
 		`{"Inner":{}}`:           {Path: "Inner", Suggest: "inner"},
 		`{"name":"a","x":1}`:     {Path: "x"},
+		// kind is a field of items[], not of the top: nothing to suggest
+		// there, and kind within an item.
+		`{"Kind":"a"}`:             {Path: "Kind"},
+		`{"items":[{"Kind":"a"}]}`: {Path: "items[0].Kind", Suggest: "kind"},
 	} {
 		var unknown *UnknownField
 		if err := Unmarshal([]byte(data), &outer{}); !errors.As(err, &unknown) || *unknown != want {
