@@ -24,22 +24,32 @@ import (
 // leaves the API server: the Service is not there.)
 func downWebhook(t *testing.T, ns string) (remove func()) {
 	t.Helper()
-	name := "down-" + ns
+	return registerDownWebhook(t, "down-"+ns, ns, nil)
+}
+
+// registerDownWebhook registers the webhook downWebhook describes, named
+// name, with the webhook's match conditions, if any.
+func registerDownWebhook(t *testing.T, name, ns string, conditions []any) (remove func()) {
+	t.Helper()
+	webhook := map[string]any{
+		"name":                    "validate.down.example.com",
+		"admissionReviewVersions": []any{"v1"},
+		"sideEffects":             "None",
+		"failurePolicy":           "Fail",
+		"timeoutSeconds":          int64(1),
+		"namespaceSelector":       map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
+		"rules": []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"},
+			"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"configmaps"}}},
+		"clientConfig": map[string]any{"service": map[string]any{"namespace": ns, "name": "nobody", "path": "/validate"}},
+	}
+	if conditions != nil {
+		webhook["matchConditions"] = conditions
+	}
 	whc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "admissionregistration.k8s.io/v1",
 		"kind":       "ValidatingWebhookConfiguration",
 		"metadata":   map[string]any{"name": name},
-		"webhooks": []any{map[string]any{
-			"name":                    "validate.down.example.com",
-			"admissionReviewVersions": []any{"v1"},
-			"sideEffects":             "None",
-			"failurePolicy":           "Fail",
-			"timeoutSeconds":          int64(1),
-			"namespaceSelector":       map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
-			"rules": []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"},
-				"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"configmaps"}}},
-			"clientConfig": map[string]any{"service": map[string]any{"namespace": ns, "name": "nobody", "path": "/validate"}},
-		}},
+		"webhooks":   []any{webhook},
 	}}
 	if err := admin.Create(context.Background(), whc); err != nil {
 		t.Fatal(err)

@@ -24,30 +24,7 @@ import (
 // server: the Service is not there.)
 func applyOnlyDownWebhook(t *testing.T, ns string) (remove func()) {
 	t.Helper()
-	name := "apply-down-" + ns
-	whc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1",
-		"kind":       "ValidatingWebhookConfiguration",
-		"metadata":   map[string]any{"name": name},
-		"webhooks": []any{map[string]any{
-			"name":                    "validate.down.example.com",
-			"admissionReviewVersions": []any{"v1"},
-			"sideEffects":             "None",
-			"failurePolicy":           "Fail",
-			"timeoutSeconds":          int64(1),
-			"namespaceSelector":       map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
-			"matchConditions":         []any{map[string]any{"name": "no-dry-run", "expression": "!request.dryRun"}},
-			"rules": []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"},
-				"operations": []any{"CREATE", "UPDATE"}, "resources": []any{"configmaps"}}},
-			"clientConfig": map[string]any{"service": map[string]any{"namespace": ns, "name": "nobody", "path": "/validate"}},
-		}},
-	}}
-	if err := admin.Create(context.Background(), whc); err != nil {
-		t.Fatal(err)
-	}
-	remove = func() { _ = client.IgnoreNotFound(admin.Delete(context.Background(), whc.DeepCopy())) }
-	t.Cleanup(remove)
-	return remove
+	return registerDownWebhook(t, "apply-down-"+ns, ns, []any{map[string]any{"name": "no-dry-run", "expression": "!request.dryRun"}})
 }
 
 // conversionDown sets the CRD's conversion to a webhook whose Service
